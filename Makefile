@@ -1,0 +1,39 @@
+# Every target sets itself up on a fresh machine: a virtualenv in .venv with the
+# pinned dependencies of constraints.txt, and (for the Kubernetes tests and the
+# demo) the local control plane's binaries, built once into ~/.cache/ome-routing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: test check unit setup tools demo clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## tools: fetch and build kube-apiserver, etcd, kubectl and helm (cached; a no-op when present)
+tools: $(STAMP)
+	$(BIN)/ome-routing dev tools
+
+## check: lint, format, types and layer contracts
+check: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+## test: everything CI runs: checks, then the whole test suite
+test: check tools
+	$(BIN)/pytest
+
+## unit: the fast pure tests only
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

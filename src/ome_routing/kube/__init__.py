@@ -1,0 +1,1 @@
+"""The Kubernetes layer: translate resources into core inputs and core results into writes."""

@@ -1,0 +1,1 @@
+"""A reference capacity reporter for workload clusters (OME provides none)."""
