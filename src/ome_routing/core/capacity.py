@@ -1,0 +1,48 @@
+"""The capacity ceiling of one home, and how it caps the home's allocated replicas.
+
+A report can lower a home's `capacity.allocated` but never raise it: allocated is the
+lower of the admitted replicas and the ceiling; `source` is `Endpoint` only when the
+ceiling is what lowered it; `reported` is the ceiling while the home has one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class CapacitySource(StrEnum):
+    """Where a home's `capacity.allocated` comes from."""
+
+    CONTROL_PLANE = "ControlPlane"
+    ENDPOINT = "Endpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a home's window says at one moment: a ceiling, or why it has none."""
+
+    ceiling: int | None
+    fallback_reason: str | None
+
+    def __post_init__(self) -> None:
+        if (self.ceiling is None) == (self.fallback_reason is None):
+            raise ValueError("a verdict has either a ceiling or a fallback reason")
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """A home's `capacity.allocated`, `capacity.source` and `capacity.reported`."""
+
+    allocated: int
+    source: CapacitySource
+    reported: int | None
+
+
+def allocate(admitted: int, ceiling: int | None) -> Allocation:
+    """Cap the admitted replicas at the ceiling; without a ceiling, fall back to admitted."""
+    if ceiling is None:
+        return Allocation(admitted, CapacitySource.CONTROL_PLANE, None)
+    if ceiling < admitted:
+        return Allocation(ceiling, CapacitySource.ENDPOINT, ceiling)
+    return Allocation(admitted, CapacitySource.CONTROL_PLANE, ceiling)
