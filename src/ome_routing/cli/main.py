@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, str] = {
     "simulate": "ome_routing.cli.simulate:simulate",
     "check-reporter": "ome_routing.cli.check_reporter:check_reporter",
     "dev": "ome_routing.cli.dev:dev",
+    "reporter": "ome_routing.cli.reporter:reporter",
 }
 
 
@@ -43,7 +44,13 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
 
-@click.group(cls=LazyGroup, lazy=SUBCOMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup, lazy=SUBCOMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(__version__, prog_name="ome-routing")
 def main() -> None:
     """Multi-cluster routing control plane for OME, with capacity polling."""
+
+
+if __name__ == "__main__":
+    main()
