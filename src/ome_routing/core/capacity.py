@@ -1,14 +1,51 @@
-"""The capacity ceiling of one home, and how it caps the home's allocated replicas.
+"""The capacity ceiling of one home: its sample window, and how the ceiling caps it.
 
 A report can lower a home's `capacity.allocated` but never raise it: allocated is the
 lower of the admitted replicas and the ceiling; `source` is `Endpoint` only when the
 ceiling is what lowered it; `reported` is the ceiling while the home has one.
+
+The window (DESIGN section 4) keeps the last `samples` readings of successful polls,
+a repeated `observedAt` included. A failed poll clears it, and so does a report that is
+from the future or already stale when it arrives. The home has a ceiling while it holds
+at least `quorum` readings younger than `maxAge`: the `quorum`-th lowest of them, so
+that up to `quorum - 1` low readings cannot set it. Readings that reach `maxAge` drop
+out between polls. Every function is pure and takes `now`; none reads a clock.
+
+States and their fallback reasons (`WindowState`, `_REASONS`):
+
+- no report yet: nothing since start or reset.
+- awaiting quorum: fewer than `quorum` fresh readings, none lost to age, such as after
+  a failed poll; counts the fresh readings, `(1/3 accepted samples)`.
+- usable: a ceiling, no fallback reason.
+- stale: the last poll returned a stale report.
+- expired: readings reached `maxAge` since the window last held a quorum, so fewer
+  than `quorum` fresh ones remain; counts the fresh ones, `(0/3 accepted samples)` when
+  all expired. It stays so until a quorum is back or a poll fails.
+- failed: the last poll failed; its reason verbatim (a future timestamp included).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
+
+from ome_routing.core.durations import Duration
+from ome_routing.core.report import FUTURE, Reading, freshness_failure, stale_reason
+
+NO_REPORT_YET = "no capacity report yet"
+
+
+def awaiting_quorum_reason(accepted: int, quorum: int) -> str:
+    return f"capacity report awaiting quorum ({accepted}/{quorum} accepted samples)"
+
+
+def expired_reason(accepted: int, quorum: int) -> str:
+    return (
+        "capacity report awaiting quorum after stale samples expired "
+        f"({accepted}/{quorum} accepted samples)"
+    )
 
 
 class CapacitySource(StrEnum):
@@ -46,3 +83,165 @@ def allocate(admitted: int, ceiling: int | None) -> Allocation:
     if ceiling < admitted:
         return Allocation(ceiling, CapacitySource.ENDPOINT, ceiling)
     return Allocation(admitted, CapacitySource.CONTROL_PLANE, ceiling)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSettings:
+    """The poll's `samples`, `quorum` and `maxAge`, as the window uses them.
+
+    The policy layer validates them against the spec's rules and messages; this only
+    refuses settings that the window cannot work with.
+    """
+
+    samples: int
+    quorum: int
+    max_age: Duration
+
+    def __post_init__(self) -> None:
+        if self.samples < 1:
+            raise ValueError(f"samples ({self.samples}) must be at least 1")
+        if not 1 <= self.quorum <= self.samples:
+            raise ValueError(
+                f"quorum ({self.quorum}) must be at least 1 and at most samples ({self.samples})"
+            )
+        if self.max_age.nanoseconds <= 0:
+            raise ValueError(f"maxAge ({self.max_age}) must be positive")
+
+
+class WindowState(StrEnum):
+    """The named states of a window; each has one fallback reason (`_REASONS`)."""
+
+    NO_REPORT = "NoReport"
+    AWAITING_QUORUM = "AwaitingQuorum"
+    USABLE = "Usable"
+    STALE = "Stale"
+    EXPIRED = "Expired"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One home's readings, oldest first, and what its last poll left behind.
+
+    `failure` is the reason of the last poll when it failed (the window is then
+    empty); `stale` says that reason is a stale report. `expired` records that readings
+    reached `maxAge` since the window last held a quorum.
+    """
+
+    settings: WindowSettings
+    readings: tuple[Reading, ...] = ()
+    failure: str | None = None
+    stale: bool = False
+    expired: bool = False
+
+
+def empty_window(settings: WindowSettings) -> Window:
+    """A window with nothing in it: at start, on leadership, on a policy or endpoint change."""
+    return Window(settings)
+
+
+def _cutoff(window: Window, now: datetime) -> datetime | None:
+    """Readings observed at or before this moment have reached `maxAge` at `now`."""
+    try:
+        return now - window.settings.max_age.ceil_timedelta()
+    except OverflowError:  # before year 1: nothing can be that old
+        return None
+
+
+def _fresh(window: Window, now: datetime) -> list[Reading]:
+    cutoff = _cutoff(window, now)
+    if cutoff is None:
+        return list(window.readings)
+    return [reading for reading in window.readings if reading.observed_at > cutoff]
+
+
+def record_reading(window: Window, reading: Reading, now: datetime) -> Window:
+    """Add the reading of a successful poll; a future or stale one fails the poll."""
+    settings = window.settings
+    failure = freshness_failure(reading, now, settings.max_age)
+    if failure is not None:
+        return Window(settings, failure=failure, stale=failure != FUTURE)
+    kept = _fresh(window, now)
+    lost_to_age = window.expired or len(kept) < len(window.readings)
+    kept.append(reading)
+    if len(kept) > settings.samples:
+        del kept[: len(kept) - settings.samples]
+    return Window(settings, tuple(kept), expired=lost_to_age and len(kept) < settings.quorum)
+
+
+def record_failure(window: Window, reason: str) -> Window:
+    """A failed poll: the window forgets every reading and shows the reason."""
+    return Window(window.settings, failure=reason)
+
+
+def state(window: Window, now: datetime) -> WindowState:
+    """The window's named state at `now`."""
+    return _assess(window, now)[0]
+
+
+def _assess(window: Window, now: datetime) -> tuple[WindowState, list[Reading]]:
+    if window.failure is not None:
+        return (WindowState.STALE if window.stale else WindowState.FAILED), []
+    if not window.readings:
+        return WindowState.NO_REPORT, []
+    fresh = _fresh(window, now)
+    if len(fresh) >= window.settings.quorum:
+        return WindowState.USABLE, fresh
+    if window.expired or len(fresh) < len(window.readings):
+        return WindowState.EXPIRED, fresh
+    return WindowState.AWAITING_QUORUM, fresh
+
+
+_REASONS: dict[WindowState, Callable[[Window, int], str | None]] = {
+    WindowState.NO_REPORT: lambda window, accepted: NO_REPORT_YET,
+    WindowState.AWAITING_QUORUM: lambda window, accepted: awaiting_quorum_reason(
+        accepted, window.settings.quorum
+    ),
+    WindowState.USABLE: lambda window, accepted: None,
+    WindowState.STALE: lambda window, accepted: stale_reason(window.settings.max_age),
+    WindowState.EXPIRED: lambda window, accepted: expired_reason(accepted, window.settings.quorum),
+    WindowState.FAILED: lambda window, accepted: window.failure,
+}
+
+
+def fallback_reason(window_state: WindowState, window: Window, accepted: int) -> str | None:
+    """The one fallback reason of a state; `accepted` counts the fresh readings."""
+    return _REASONS[window_state](window, accepted)
+
+
+def _ceiling(fresh: list[Reading], quorum: int) -> int:
+    return sorted(reading.servable for reading in fresh)[quorum - 1]
+
+
+def verdict(window: Window, now: datetime) -> Verdict:
+    """The home's ceiling at `now`, or the reason it has none."""
+    window_state, fresh = _assess(window, now)
+    if window_state is WindowState.USABLE:
+        return Verdict(_ceiling(fresh, window.settings.quorum), None)
+    return Verdict(None, fallback_reason(window_state, window, len(fresh)))
+
+
+def next_change(window: Window, now: datetime) -> datetime | None:
+    """The earliest moment after `now` at which the verdict may change without a poll.
+
+    Only age changes a window between polls: the verdict holds before the returned
+    moment, and may (not must) differ from it on. None when no fresh reading is left
+    to age out. While the home has a ceiling, a reading above it may expire without
+    effect, as long as `quorum` fresh readings remain.
+    """
+    window_state, fresh = _assess(window, now)
+    if not fresh:
+        return None
+    step = window.settings.max_age.ceil_timedelta()
+    try:
+        if window_state is not WindowState.USABLE:
+            return min(reading.observed_at for reading in fresh) + step
+        quorum = window.settings.quorum
+        ceiling = _ceiling(fresh, quorum)
+        expiries = sorted(reading.observed_at for reading in fresh)
+        # losing len(fresh) - quorum + 1 readings, whichever, leaves less than a quorum
+        moment = expiries[len(fresh) - quorum]
+        at_or_below = [r.observed_at for r in fresh if r.servable <= ceiling]
+        return min(moment, *at_or_below) + step
+    except OverflowError:  # past year 9999: never, in practice
+        return None

@@ -1,0 +1,116 @@
+"""`ome-routing validate-config`: check a values file as the controller checks it at startup.
+
+Exit 0 with a one-line summary when the multi-cluster configuration is usable; exit 1
+with the controller's own `invalid multi-cluster configuration: ...` line on stderr
+when it is not. A file that cannot be read is a usage error (exit 2); one that is not
+YAML, or whose top level is not a mapping, exits 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import IO, Any
+
+import click
+import yaml
+
+from ome_routing.core.config import (
+    ROLE_CONTROL_PLANE,
+    CapacityPolicy,
+    ConfigError,
+    ObserverLimits,
+    OperatorConfig,
+    config_from_values,
+)
+
+VALID_PREFIX = "multi-cluster configuration is valid: "
+
+
+def merge_values(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge two values files as Helm merges `-f a.yaml -f b.yaml`: the later one wins,
+    mappings merge key by key, and an explicit null is kept (the controller sees it)."""
+    merged = dict(base)
+    for key, value in override.items():
+        current = merged.get(key)
+        if isinstance(current, Mapping) and isinstance(value, Mapping):
+            merged[key] = merge_values(current, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _poll(policy: CapacityPolicy) -> str:
+    return (
+        f"chart poll {policy.method} {policy.path}, format {policy.format}, "
+        f"samples {policy.samples}, quorum {policy.quorum}, period {policy.period}, "
+        f"timeout {policy.timeout}, maxAge {policy.max_age}"
+    )
+
+
+def _limits(limits: ObserverLimits) -> str:
+    return (
+        f"observer limits maxConcurrentReconciles {limits.max_concurrent_reconciles}, "
+        f"maxConcurrentRequests {limits.max_concurrent_requests}, "
+        f"maxResponseBytes {limits.max_response_bytes}, minPeriod {limits.min_period}, "
+        f"maxSamples {limits.max_samples}"
+    )
+
+
+def summarize(config: OperatorConfig) -> str:
+    """One line that says what the controller would run with."""
+    if not config.routing_active:
+        gates = []
+        if not config.enabled:
+            gates.append("multicluster.enabled is not true")
+        if config.role != ROLE_CONTROL_PLANE:
+            gates.append(f"multicluster.role is not {ROLE_CONTROL_PLANE}")
+        if not config.routing_enabled:
+            gates.append("routing.enabled is not true")
+        return f"{VALID_PREFIX}routing off ({'; '.join(gates)}); routing blocks not checked"
+    poll = "no chart poll" if config.capacity is None else _poll(config.capacity)
+    return f"{VALID_PREFIX}routing on; {poll}; {_limits(config.observer)}"
+
+
+def _load(stream: IO[str]) -> Mapping[str, Any]:
+    name = getattr(stream, "name", "-")
+    try:
+        document = yaml.safe_load(stream)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+        raise click.ClickException(f"{name} is not valid YAML{where}: {err.problem}") from None
+    except yaml.YAMLError as err:
+        raise click.ClickException(f"{name} is not valid YAML: {err}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, Mapping):
+        raise click.ClickException(
+            f"{name} must hold a mapping of values at the top level, "
+            f"got a {type(document).__name__}"
+        )
+    return document
+
+
+@click.command("validate-config")
+@click.option(
+    "-f",
+    "--values",
+    "files",
+    type=click.File("r", encoding="utf-8"),
+    multiple=True,
+    required=True,
+    help="A Helm values file for the ome-resources chart ('-' for stdin); "
+    "repeat to merge several, the later winning, as Helm does.",
+)
+@click.pass_context
+def validate_config(ctx: click.Context, files: tuple[IO[str], ...]) -> None:
+    """Check the chart's multi-cluster values as the controller does when it starts."""
+    values: dict[str, Any] = {}
+    for stream in files:
+        values = merge_values(values, _load(stream))
+    try:
+        config = config_from_values(values)
+    except ConfigError as err:
+        click.echo(str(err), err=True)
+        ctx.exit(1)
+    click.echo(summarize(config))

@@ -1,0 +1,192 @@
+"""Properties of the capacity window and allocation, over random poll histories."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from builders import T0
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ome_routing.core.capacity import (
+    CapacitySource,
+    Window,
+    WindowSettings,
+    WindowState,
+    allocate,
+    empty_window,
+    next_change,
+    record_failure,
+    record_reading,
+    state,
+    verdict,
+)
+from ome_routing.core.durations import SECOND, Duration
+from ome_routing.core.report import Reading
+
+EXAMPLES = 100
+
+
+@dataclass(frozen=True)
+class Poll:
+    gap_ms: int  # since the previous poll
+    servable: int | None  # None: the poll failed
+    lag_ms: int  # now - observedAt; negative is a report from the future
+
+
+window_settings = st.integers(min_value=1, max_value=8).flatmap(
+    lambda samples: st.builds(
+        WindowSettings,
+        samples=st.just(samples),
+        quorum=st.integers(min_value=1, max_value=samples),
+        max_age=st.integers(min_value=1, max_value=60).map(lambda s: Duration(s * SECOND)),
+    )
+)
+polls = st.lists(
+    st.builds(
+        Poll,
+        gap_ms=st.integers(min_value=0, max_value=30_000),
+        servable=st.one_of(st.none(), st.integers(min_value=0, max_value=12)),
+        lag_ms=st.integers(min_value=-2_000, max_value=70_000),
+    ),
+    max_size=20,
+)
+
+
+def replay(window: Window, history: list[Poll]) -> tuple[Window, datetime]:
+    now = T0
+    for poll in history:
+        now += timedelta(milliseconds=poll.gap_ms)
+        if poll.servable is None:
+            window = record_failure(window, "capacity endpoint returned HTTP 503")
+        else:
+            reading = Reading(poll.servable, now - timedelta(milliseconds=poll.lag_ms))
+            window = record_reading(window, reading, now)
+    return window, now
+
+
+def fresh(window: Window, now: datetime) -> list[int]:
+    limit = window.settings.max_age.ceil_timedelta()
+    return [r.servable for r in window.readings if now - r.observed_at < limit]
+
+
+@given(
+    window_settings,
+    polls,
+    st.integers(min_value=0, max_value=12),
+    st.integers(min_value=0, max_value=40_000),
+)
+@settings(max_examples=EXAMPLES)
+def test_a_report_can_lower_allocated_but_never_raise_it(
+    config: WindowSettings, history: list[Poll], admitted: int, later_ms: int
+) -> None:
+    window, now = replay(empty_window(config), history)
+    now += timedelta(milliseconds=later_ms)
+    result = verdict(window, now)
+    allocation = allocate(admitted, result.ceiling)
+    assert allocation.allocated <= admitted
+    if result.ceiling is None:
+        assert allocation.allocated == admitted
+        assert allocation.source is CapacitySource.CONTROL_PLANE
+        assert allocation.reported is None
+    else:
+        assert allocation.allocated == min(admitted, result.ceiling)
+        assert allocation.reported == result.ceiling
+        assert (allocation.source is CapacitySource.ENDPOINT) == (result.ceiling < admitted)
+
+
+@given(window_settings, polls, st.integers(min_value=0, max_value=12))
+@settings(max_examples=EXAMPLES)
+def test_a_failed_poll_never_removes_traffic(
+    config: WindowSettings, history: list[Poll], admitted: int
+) -> None:
+    window, now = replay(empty_window(config), history)
+    window = record_failure(window, "capacity endpoint unreachable: connection refused")
+    result = verdict(window, now)
+    assert result.ceiling is None
+    assert allocate(admitted, result.ceiling).allocated == admitted
+
+
+@given(window_settings, polls, st.integers(min_value=0, max_value=40_000))
+@settings(max_examples=EXAMPLES)
+def test_the_ceiling_is_a_kept_fresh_reading_and_the_quorum_th_lowest(
+    config: WindowSettings, history: list[Poll], later_ms: int
+) -> None:
+    window, now = replay(empty_window(config), history)
+    now += timedelta(milliseconds=later_ms)
+    result = verdict(window, now)
+    values = fresh(window, now)
+    assert len(window.readings) <= config.samples
+    if result.ceiling is None:
+        assert len(values) < config.quorum
+        assert state(window, now) is not WindowState.USABLE
+    else:
+        assert result.ceiling in values
+        # at most quorum - 1 readings lie below it; at least quorum lie at or below it
+        assert sum(value < result.ceiling for value in values) < config.quorum
+        assert sum(value <= result.ceiling for value in values) >= config.quorum
+
+
+@given(
+    st.integers(min_value=1, max_value=6).flatmap(
+        lambda quorum: st.tuples(
+            st.just(quorum),
+            st.lists(st.integers(min_value=5, max_value=12), min_size=quorum, max_size=quorum + 4),
+            st.lists(st.integers(min_value=0, max_value=4), max_size=quorum - 1),
+            st.randoms(use_true_random=False),
+        )
+    )
+)
+@settings(max_examples=EXAMPLES)
+def test_up_to_quorum_minus_one_low_outliers_never_set_the_ceiling(
+    case: tuple[int, list[int], list[int], object],
+) -> None:
+    quorum, normal, outliers, rng = case
+    values = normal + outliers
+    rng.shuffle(values)  # type: ignore[attr-defined]
+    window = empty_window(
+        WindowSettings(samples=len(values), quorum=quorum, max_age=Duration(60 * SECOND))
+    )
+    now = T0
+    for value in values:
+        now += timedelta(seconds=1)
+        window = record_reading(window, Reading(value, now), now)
+    ceiling = verdict(window, now).ceiling
+    assert ceiling is not None
+    assert ceiling >= min(normal)
+
+
+@given(window_settings, polls)
+@settings(max_examples=EXAMPLES)
+def test_the_verdict_holds_until_next_change(config: WindowSettings, history: list[Poll]) -> None:
+    window, now = replay(empty_window(config), history)
+    before = verdict(window, now)
+    moment = next_change(window, now)
+    if moment is None:
+        assert verdict(window, now + timedelta(days=365)) == before
+        return
+    assert moment > now
+    # the verdict can only change when a reading ages out: check every such moment before it
+    step = config.max_age.ceil_timedelta()
+    expiries = {reading.observed_at + step for reading in window.readings}
+    for each in sorted(e for e in expiries if now < e < moment):
+        assert verdict(window, each) == before
+    assert verdict(window, moment - timedelta(microseconds=1)) == before
+    if state(window, now) is not WindowState.USABLE:
+        assert verdict(window, moment) != before
+
+
+@given(window_settings, polls)
+@settings(max_examples=EXAMPLES)
+def test_quorum_fresh_polls_after_a_failure_give_a_ceiling(
+    config: WindowSettings, history: list[Poll]
+) -> None:
+    window, now = replay(empty_window(config), history)
+    window = record_failure(window, "capacity endpoint returned HTTP 404")
+    for index in range(config.quorum):
+        now += timedelta(milliseconds=1)
+        if index < config.quorum - 1:
+            assert verdict(record_reading(window, Reading(3, now), now), now).ceiling is None
+        window = record_reading(window, Reading(3, now), now)
+    assert verdict(window, now).ceiling == 3
