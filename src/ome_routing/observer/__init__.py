@@ -2,4 +2,47 @@
 
 It schedules one poll per home, shares the request budget, and hands readings and
 failures to the core. It never computes weights.
+
+- `RequestBudget` (budget): the `maxConcurrentRequests` slots polls and probes share.
+- `PollClient`, `build_request`, `request_for_url`, `join_poll_url` (polling): one poll.
+- `Observer` (observer): one schedule and one window per home; verdict changes.
+- `failures`: the fallback reason families, and `Outcome` for counting polls.
 """
+
+from ome_routing.observer.budget import RequestBudget, Slot
+from ome_routing.observer.failures import Outcome, PollFailure
+from ome_routing.observer.observer import (
+    NoStats,
+    Observer,
+    PollCounts,
+    PollEvent,
+    PollStats,
+    wall_clock,
+)
+from ome_routing.observer.polling import (
+    PollClient,
+    PollRequest,
+    PollResult,
+    build_request,
+    join_poll_url,
+    request_for_url,
+)
+
+__all__ = [
+    "NoStats",
+    "Observer",
+    "Outcome",
+    "PollClient",
+    "PollCounts",
+    "PollEvent",
+    "PollFailure",
+    "PollRequest",
+    "PollResult",
+    "PollStats",
+    "RequestBudget",
+    "Slot",
+    "build_request",
+    "join_poll_url",
+    "request_for_url",
+    "wall_clock",
+]

@@ -1,0 +1,1 @@
+"""Integration tests: the observer against real servers on loopback."""

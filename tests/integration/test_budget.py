@@ -1,0 +1,103 @@
+"""The shared request budget: never more than `maxConcurrentRequests` requests underway."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+
+import pytest
+from aiohttp import web
+
+from ome_routing.observer.budget import RequestBudget
+from ome_routing.observer.failures import Outcome
+from ome_routing.observer.polling import PollClient, request_for_url
+
+from .conftest import Handler, Reporter, a_report, seconds
+
+pytestmark = pytest.mark.timeout(20)
+
+StartReporter = Callable[[Handler], Awaitable[Reporter]]
+
+
+def slow(delay: float) -> Handler:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(delay)
+        return web.Response(text=json.dumps(a_report()))
+
+    return handle
+
+
+async def test_no_more_requests_are_underway_than_the_budget(reporter: StartReporter) -> None:
+    server = await reporter(slow(0.1))
+    budget = RequestBudget(2)
+    async with PollClient(budget, 65536) as client:
+        request = request_for_url(server.url(), "GET")
+        results = await asyncio.gather(*(client.poll(request, seconds("2s")) for _ in range(7)))
+    assert [r.outcome for r in results] == [Outcome.OK] * 7
+    assert len(server.requests) == 7
+    assert server.most_in_flight == 2
+    assert budget.in_use == 0 and budget.waiting == 0
+    assert budget.granted == 7
+
+
+async def test_a_wait_for_a_slot_longer_than_the_timeout_does_not_fail_the_poll(
+    reporter: StartReporter,
+) -> None:
+    """The timeout starts when the request is sent, not when the poll starts waiting."""
+    server = await reporter(slow(0.05))
+    budget = RequestBudget(1)
+    held = asyncio.Event()
+    release = asyncio.Event()
+
+    async def a_probe_holding_the_only_slot() -> None:
+        async with budget.slot():
+            held.set()
+            await release.wait()
+
+    probe = asyncio.create_task(a_probe_holding_the_only_slot())
+    await held.wait()
+    async with PollClient(budget, 65536) as client:
+        poll = asyncio.create_task(
+            client.poll(request_for_url(server.url(), "GET"), seconds("200ms"))
+        )
+        await asyncio.sleep(0.5)
+        assert budget.waiting == 1
+        assert server.requests == []
+        release.set()
+        result = await poll
+    await probe
+    assert result.outcome is Outcome.OK
+    assert result.waited >= 0.4
+    assert budget.waited_seconds >= 0.4
+
+
+async def test_a_slot_is_given_back_when_a_poll_fails(closed_port: int) -> None:
+    budget = RequestBudget(1)
+    async with PollClient(budget, 65536) as client:
+        request = request_for_url(f"http://127.0.0.1:{closed_port}/capacity", "GET")
+        for _ in range(3):
+            result = await client.poll(request, seconds("1s"))
+            assert result.outcome is Outcome.UNREACHABLE
+    assert budget.in_use == 0
+    assert budget.granted == 3
+
+
+async def test_a_cancelled_poll_gives_its_slot_back(reporter: StartReporter) -> None:
+    server = await reporter(slow(5))
+    budget = RequestBudget(1)
+    async with PollClient(budget, 65536) as client:
+        poll = asyncio.create_task(client.poll(request_for_url(server.url(), "GET"), seconds("9s")))
+        while not server.requests:
+            await asyncio.sleep(0.01)
+        assert budget.in_use == 1
+        poll.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await poll
+        assert budget.in_use == 0
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_a_budget_needs_a_positive_limit(limit: int) -> None:
+    with pytest.raises(ValueError, match=f"maxConcurrentRequests must be positive, got {limit}"):
+        RequestBudget(limit)
