@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "check-reporter": "ome_routing.cli.check_reporter:check_reporter",
     "dev": "ome_routing.cli.dev:dev",
     "reporter": "ome_routing.cli.reporter:reporter",
+    "controller": "ome_routing.cli.controller:controller",
 }
 
 

@@ -1,0 +1,256 @@
+"""`ome-routing controller`: the routing controller, as a platform team runs it.
+
+Start-up order matters: the operator config is read and validated before anything else,
+and an unusable one ends the process with exit code 1 and the
+`invalid multi-cluster configuration: ...` line in the log, so that a bad `helm upgrade`
+shows as a rollout that does not finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+from aiohttp import web
+from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube.resources.core_v1 import ConfigMap
+
+from ome_routing.core.config import (
+    ConfigError,
+    OperatorConfig,
+    config_from_multicluster,
+    config_from_values,
+)
+from ome_routing.kube.controller import Controller
+from ome_routing.kube.leader import LeaderElector
+from ome_routing.logs import configure
+from ome_routing.metrics import RoutingMetrics
+
+log = logging.getLogger("ome_routing.setup")
+
+CONFIGMAP = "inferenceservice-config"
+CONFIGMAP_KEY = "multicluster"
+LEASE_NAME = "ome-routing-controller"
+_SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+class StartupError(Exception):
+    """The controller cannot start; the message is the log line."""
+
+
+def config_from_document(document: Any, source: str) -> OperatorConfig:
+    """A Helm values file (top-level `ome`) or the `multicluster` block itself."""
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise StartupError(f"read operator config: {source} must hold a YAML mapping")
+    if "ome" in document:
+        return config_from_values(document)
+    return config_from_multicluster(document)
+
+
+def _load_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise StartupError(f"read operator config: {source} is not valid YAML: {err}") from None
+
+
+async def read_config(
+    client: AsyncClient | None, config_file: Path | None, namespace: str
+) -> OperatorConfig:
+    if config_file is not None:
+        try:
+            text = config_file.read_text(encoding="utf-8")
+        except OSError as err:
+            raise StartupError(f"read operator config: {config_file}: {err.strerror}") from None
+        return config_from_document(_load_yaml(text, str(config_file)), str(config_file))
+    assert client is not None
+    try:
+        configmap = await client.get(ConfigMap, CONFIGMAP, namespace=namespace)
+    except ApiError as err:
+        raise StartupError(
+            f"read operator config: ConfigMap {namespace}/{CONFIGMAP}: {err.status.message}"
+        ) from None
+    stored: str | None = (configmap.data or {}).get(CONFIGMAP_KEY)
+    source = f"ConfigMap {namespace}/{CONFIGMAP} key {CONFIGMAP_KEY}"
+    return config_from_document(_load_yaml(stored, source) if stored else {}, source)
+
+
+def _namespace(explicit: str | None) -> str:
+    if explicit:
+        return explicit
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        return _SA_NAMESPACE.read_text().strip()
+    except OSError:
+        return "ome"
+
+
+def _client(kubeconfig: Path | None, context: str | None) -> AsyncClient:
+    if kubeconfig is not None:
+        return AsyncClient(
+            config=KubeConfig.from_file(kubeconfig).get(context_name=context),
+            field_manager="ome-routing",
+        )
+    return AsyncClient(field_manager="ome-routing")
+
+
+def _health_app(metrics: RoutingMetrics, ready: asyncio.Event) -> web.Application:
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        return (
+            web.Response(text="ok")
+            if ready.is_set()
+            else web.Response(status=503, text="not ready")
+        )
+
+    async def metrics_handler(_: web.Request) -> web.Response:
+        return web.Response(body=metrics.exposition(), content_type="text/plain", charset="utf-8")
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics_handler)
+    return app
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        raise click.BadParameter(
+            f"{address!r} is not HOST:PORT", param_hint="--metrics-bind-address"
+        )
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+async def _serve(options: dict[str, Any]) -> int:
+    namespace = _namespace(options["namespace"])
+    metrics = RoutingMetrics()
+    client: AsyncClient | None = None
+    try:
+        client = _client(options["kubeconfig"], options["context"])
+    except Exception as err:  # a missing kubeconfig is a start-up error, not a traceback
+        if options["config"] is None:
+            log.error("connect to the API server: %s", err)
+            return 1
+    try:
+        config = await read_config(client, options["config"], namespace)
+    except (StartupError, ConfigError) as err:
+        log.error(str(err))
+        return 1
+    if client is None:
+        log.error("connect to the API server: no kubeconfig or in-cluster credentials")
+        return 1
+
+    ready = asyncio.Event()
+    runner = web.AppRunner(_health_app(metrics, ready), access_log=None)
+    await runner.setup()
+    host, port = options["metrics_address"]
+    await web.TCPSite(runner, host, port).start()
+    log.info(
+        "serving /metrics, /healthz and /readyz",
+        extra={"address": f"{host}:{runner.addresses[0][1] if runner.addresses else port}"},
+    )
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def lead() -> None:
+        metrics.leader.set(1)
+        try:
+            await Controller(client, config, metrics).run()
+        finally:
+            metrics.leader.set(0)
+
+    if not config.routing_active:
+        log.info(
+            "multi-cluster routing is off; set ome.multicluster.enabled, role control-plane and "
+            "config.routing.enabled to turn it on"
+        )
+        work: asyncio.Future[Any] = loop.create_future()
+    elif options["leader_elect"]:
+        identity = options["identity"] or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        elector = LeaderElector(
+            client, namespace=namespace, name=options["lease_name"], identity=identity
+        )
+        work = asyncio.ensure_future(elector.run(lead))
+    else:
+        work = asyncio.ensure_future(lead())
+    ready.set()
+    stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([work, stopping], return_when=asyncio.FIRST_COMPLETED)
+        if work.done() and not work.cancelled() and work.exception() is not None:
+            log.error("controller failed: %s", work.exception())
+            return 1
+        return 0
+    finally:
+        work.cancel()
+        stopping.cancel()
+        await asyncio.gather(work, stopping, return_exceptions=True)
+        await runner.cleanup()
+        await client.close()
+        log.info("stopped")
+
+
+@click.command()
+@click.option(
+    "--config",
+    type=click.Path(exists=False, dir_okay=False, path_type=Path),
+    help="A values file or multicluster block; default: the ConfigMap inferenceservice-config.",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="KUBECONFIG",
+    help="Default: in-cluster credentials, then $KUBECONFIG.",
+)
+@click.option("--context", default=None, help="The kubeconfig context to use.")
+@click.option(
+    "-n",
+    "--namespace",
+    default=None,
+    help="The controller's namespace (ConfigMap and Lease); default: $POD_NAMESPACE, then the pod's.",
+)
+@click.option(
+    "--metrics-bind-address",
+    "metrics_address",
+    default="0.0.0.0:8080",
+    show_default=True,
+    callback=lambda _c, _p, v: _split_address(v),
+)
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
+@click.option("--lease-name", default=LEASE_NAME, show_default=True)
+@click.option(
+    "--identity",
+    default=None,
+    help="This replica's identity in the Lease; default: hostname and a random suffix.",
+)
+@click.option(
+    "--log-format", type=click.Choice(["console", "json"]), default="console", show_default=True
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+)
+def controller(**options: Any) -> None:
+    """Run the routing controller: one TrafficMap per routed InferenceService."""
+    configure(options["log_format"], options["log_level"])
+    sys.exit(asyncio.run(_serve(options)))

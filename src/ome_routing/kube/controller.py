@@ -1,0 +1,320 @@
+"""The routing controller: keeps one TrafficMap per routed InferenceService.
+
+`Controller.run` is the leader's work. It lists and watches InferenceServices,
+TrafficMaps and WorkloadClusters, polls every home through one `Observer`, and runs
+`maxConcurrentReconciles` workers over a keyed work queue. A reconcile asks
+`reconcile.plan` what the service is, syncs the observer's homes, and writes the map's
+spec and status only where they differ from what the API server holds, so a steady
+state makes no writes. Every run starts with a fresh observer: a restart or a new
+leader starts every home over with no readings.
+
+Errors: a bad spec freezes one map (logged once per change of the error); an API
+failure requeues the one key with a capped backoff; neither stops the controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from lightkube import ApiError, AsyncClient
+from lightkube.types import PatchType
+
+from ome_routing.core.capacity import Verdict
+from ome_routing.core.config import OperatorConfig
+from ome_routing.kube import reconcile
+from ome_routing.kube.reconcile import Frozen, NotOurs, Routed, Unrouted
+from ome_routing.kube.resources import FIELD_MANAGER, InferenceService, TrafficMap, WorkloadCluster
+from ome_routing.kube.watching import Informer, ObjectKey, RawObject
+from ome_routing.kube.workqueue import WorkQueue
+from ome_routing.metrics import RoutingMetrics
+from ome_routing.observer.budget import RequestBudget
+from ome_routing.observer.observer import Observer, PollEvent
+from ome_routing.observer.polling import PollClient
+
+log = logging.getLogger("ome_routing.controller")
+
+ServiceKey = tuple[str, str]
+HomeKey = tuple[str, str, str]
+
+#: A full pass over every service, in case an event was lost.
+RESYNC_SECONDS = 600.0
+_RETRY_START = 1.0
+_RETRY_MAX = 60.0
+
+
+class _MetricsStats:
+    """Feeds finished polls into the Prometheus metrics."""
+
+    def __init__(self, metrics: RoutingMetrics) -> None:
+        self._metrics = metrics
+
+    def poll_finished(self, event: PollEvent) -> None:
+        self._metrics.polls.labels(outcome=str(event.outcome)).inc()
+        self._metrics.poll_duration.observe(event.latency)
+        self._metrics.budget_wait.labels(kind="capacity").observe(event.waited)
+
+
+class Controller:
+    def __init__(
+        self,
+        client: AsyncClient,
+        config: OperatorConfig,
+        metrics: RoutingMetrics,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        poll_client_factory: Callable[[RequestBudget, int], PollClient] | None = None,
+    ) -> None:
+        self._client = client
+        self._config = config
+        self._metrics = metrics
+        self._clock = clock
+        self._poll_client_factory = poll_client_factory or (
+            lambda budget, limit: PollClient(budget, limit)
+        )
+        self._queue: WorkQueue[ServiceKey] = WorkQueue()
+        self._homes_of: dict[ServiceKey, set[str]] = {}
+        self._logged: dict[ServiceKey, str] = {}
+        self._retries: dict[ServiceKey, int] = {}
+        self._observer: Observer | None = None
+        self._isvcs: Informer | None = None
+        self._maps: Informer | None = None
+        self.synced = asyncio.Event()
+
+    # --- running ----------------------------------------------------------------
+
+    async def run(self) -> None:
+        limits = self._config.observer
+        poll_client = self._poll_client_factory(
+            RequestBudget(limits.max_concurrent_requests), limits.max_response_bytes
+        )
+        observer = Observer(
+            poll_client,
+            on_change=self._on_verdict_change,
+            clock=self._clock,
+            stats=_MetricsStats(self._metrics),
+        )
+        self._observer = observer
+        self._isvcs = Informer(self._client, InferenceService, self._on_isvc, namespaced=True)
+        self._maps = Informer(self._client, TrafficMap, self._on_map, namespaced=True)
+        clusters = Informer(self._client, WorkloadCluster, self._on_cluster, namespaced=False)
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            for informer in (self._isvcs, self._maps, clusters):
+                tasks.append(asyncio.create_task(informer.run(), name=f"watch-{informer.kind}"))
+            await asyncio.gather(
+                self._isvcs.synced.wait(), self._maps.synced.wait(), clusters.synced.wait()
+            )
+            await observer.start()
+            for _ in range(limits.max_concurrent_reconciles):
+                tasks.append(asyncio.create_task(self._worker(), name="reconcile"))
+            tasks.append(asyncio.create_task(self._resync(), name="resync"))
+            self.synced.set()
+            log.info("controller started", extra={"workers": limits.max_concurrent_reconciles})
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await observer.stop()
+            await poll_client.close()
+            self._queue.close()
+            self._metrics.homes.set(0)
+
+    async def _resync(self) -> None:
+        while True:
+            await asyncio.sleep(RESYNC_SECONDS)
+            self._enqueue_all()
+
+    def _enqueue_all(self) -> None:
+        assert self._isvcs is not None and self._maps is not None
+        for key in {*self._isvcs.cache, *self._maps.cache}:
+            self._queue.add(key)
+
+    # --- events -----------------------------------------------------------------
+
+    def _on_isvc(self, key: ObjectKey, old: RawObject | None, new: RawObject | None) -> None:
+        self._queue.add(key)
+
+    def _on_map(self, key: ObjectKey, old: RawObject | None, new: RawObject | None) -> None:
+        self._queue.add(key)
+
+    def _on_cluster(self, key: ObjectKey, old: RawObject | None, new: RawObject | None) -> None:
+        if self._isvcs is None:
+            return
+        cluster = key[1]
+        for service_key, isvc in self._isvcs.cache.items():
+            candidates = ((isvc.get("status") or {}).get("placement") or {}).get("candidates") or []
+            if any(isinstance(c, Mapping) and c.get("cluster") == cluster for c in candidates):
+                self._queue.add(service_key)
+
+    def _on_verdict_change(self, key: Any, verdict: Verdict) -> None:
+        namespace, name, _ = key
+        self._queue.add((namespace, name))
+
+    # --- the work loop ----------------------------------------------------------
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self._queue.get()
+            started = time.perf_counter()
+            try:
+                result = await self.reconcile(key)
+                self._retries.pop(key, None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # one key must not stop the others
+                result = "error"
+                attempt = self._retries.get(key, 0)
+                self._retries[key] = attempt + 1
+                delay = min(_RETRY_START * 2**attempt, _RETRY_MAX)
+                log.warning(
+                    "reconcile TrafficMap %s/%s failed: %s; retrying in %.0fs",
+                    key[0],
+                    key[1],
+                    _api_message(err),
+                    delay,
+                )
+                self._queue.add_after(key, delay)
+            finally:
+                self._queue.done(key)
+            self._metrics.reconciles.labels(result=result).inc()
+            self._metrics.reconcile_duration.observe(time.perf_counter() - started)
+
+    async def reconcile(self, key: ServiceKey) -> str:
+        """Bring one service's TrafficMap in line; returns how it ended, for metrics."""
+        assert self._isvcs is not None and self._maps is not None
+        namespace, name = key
+        isvc = self._isvcs.cache.get(key)
+        tmap = self._maps.cache.get(key)
+        decision = reconcile.plan(isvc, tmap, self._config)
+        if isinstance(decision, Unrouted):
+            self._sync_homes(key, {}, None)
+            self._logged.pop(key, None)
+            self._metrics.forget_map(namespace, name)
+            if decision.delete_map and tmap is not None:
+                await self._delete(key)
+                return "deleted"
+            return "skipped"
+        if isinstance(decision, NotOurs):
+            self._sync_homes(key, {}, None)
+            self._log_once(key, decision.message)
+            self._metrics.forget_map(namespace, name)
+            return "skipped"
+        if isinstance(decision, Frozen):
+            self._sync_homes(key, {}, None)
+            self._log_once(key, decision.message)
+            self._metrics.forget_map(namespace, name)
+            if tmap is not None:
+                await self._write_status(key, tmap, decision.uid, [reconcile.INVALID_OWNER])
+            return "frozen"
+        self._logged.pop(key, None)
+        return await self._reconcile_routed(key, decision, tmap)
+
+    async def _reconcile_routed(
+        self, key: ServiceKey, routed: Routed, tmap: RawObject | None
+    ) -> str:
+        namespace, name = key
+        targets = routed.targets()
+        self._sync_homes(key, targets, routed)
+        observer = self._observer
+        assert observer is not None
+        verdicts = {cluster: observer.verdict((namespace, name, cluster)) for cluster in targets}
+        view = reconcile.build_view(routed, verdicts)
+        spec = reconcile.desired_spec(name, routed, view)
+        if tmap is None:
+            tmap = await self._create(key, routed.uid, spec)
+        elif tmap.get("spec") != spec:
+            tmap = await self._patch(key, {"spec": spec}, status=False)
+        await self._write_status(key, tmap, routed.uid, reconcile.routed_conditions(view))
+        self._metrics.set_fallback_homes(
+            namespace, name, view.fallback_homes if routed.poll is not None else None
+        )
+        return "ok"
+
+    # --- observer homes ---------------------------------------------------------
+
+    def _sync_homes(
+        self, key: ServiceKey, targets: Mapping[str, str], routed: Routed | None
+    ) -> None:
+        observer = self._observer
+        assert observer is not None
+        namespace, name = key
+        current = self._homes_of.get(key, set())
+        for cluster in current - targets.keys():
+            observer.remove_home((namespace, name, cluster))
+        if targets and routed is not None and routed.poll is not None:
+            for cluster, endpoint in targets.items():
+                observer.set_home((namespace, name, cluster), endpoint, routed.poll)
+            self._homes_of[key] = set(targets)
+        else:
+            self._homes_of.pop(key, None)
+        self._metrics.homes.set(len(observer))
+
+    def _log_once(self, key: ServiceKey, message: str) -> None:
+        if self._logged.get(key) != message:
+            self._logged[key] = message
+            log.error(message, extra={"trafficmap": f"{key[0]}/{key[1]}"})
+
+    # --- writes -----------------------------------------------------------------
+
+    async def _create(self, key: ServiceKey, uid: str, spec: Mapping[str, Any]) -> RawObject:
+        assert self._maps is not None
+        body = reconcile.new_map(key[0], key[1], uid, spec)
+        created = await self._client.create(TrafficMap.from_dict(body), field_manager=FIELD_MANAGER)
+        self._metrics.writes.labels(kind="create").inc()
+        raw = _raw(created)
+        self._maps.remember(raw)
+        log.info("created TrafficMap %s/%s", key[0], key[1])
+        return raw
+
+    async def _patch(self, key: ServiceKey, body: Mapping[str, Any], *, status: bool) -> RawObject:
+        assert self._maps is not None
+        resource = TrafficMap.Status if status else TrafficMap
+        patched = await self._client.patch(
+            resource,
+            key[1],
+            dict(body),
+            namespace=key[0],
+            patch_type=PatchType.MERGE,
+            field_manager=FIELD_MANAGER,
+        )
+        self._metrics.writes.labels(kind="status" if status else "spec").inc()
+        raw = _raw(patched)
+        self._maps.remember(raw)
+        return raw
+
+    async def _write_status(
+        self, key: ServiceKey, tmap: RawObject, uid: str, conditions: list[Any]
+    ) -> None:
+        status = reconcile.desired_status(tmap, uid, conditions, self._clock())
+        if status != (tmap.get("status") or {}):
+            await self._patch(key, {"status": status}, status=True)
+
+    async def _delete(self, key: ServiceKey) -> None:
+        assert self._maps is not None
+        try:
+            await self._client.delete(TrafficMap, key[1], namespace=key[0])
+        except ApiError as err:
+            if err.status.code != 404:
+                raise
+        self._metrics.writes.labels(kind="delete").inc()
+        self._maps.forget(key)
+        log.info("deleted TrafficMap %s/%s", key[0], key[1])
+
+
+def _raw(obj: Any) -> RawObject:
+    return dict(obj.to_dict()) if hasattr(obj, "to_dict") else dict(obj)
+
+
+def _api_message(err: BaseException) -> str:
+    if isinstance(err, ApiError):
+        return f"{err.status.code} {err.status.reason}: {err.status.message}"
+    return str(err) or type(err).__name__

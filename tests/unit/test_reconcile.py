@@ -1,0 +1,235 @@
+"""Reconcile decisions for one service's TrafficMap, from raw objects (no API server)."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ome_routing.core.capacity import Verdict
+from ome_routing.core.config import OperatorConfig, config_from_values
+from ome_routing.core.trafficmap import PollingState
+from ome_routing.kube import reconcile
+from ome_routing.kube.reconcile import Frozen, NotOurs, Routed, Unrouted
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+UID = "0f8e2c1a-5b7d-4e39-9c61-2d4a8b3f7e10"
+NOW = datetime(2026, 11, 29, 17, 0, tzinfo=UTC)
+
+
+def chart(**routing: Any) -> OperatorConfig:
+    values = yaml.safe_load((EXAMPLES / "values.yaml").read_text())
+    values["ome"]["multicluster"]["config"]["routing"].update(routing)
+    return config_from_values(values)
+
+
+def an_isvc(**spec_routing: Any) -> dict[str, Any]:
+    isvc = yaml.safe_load((EXAMPLES / "isvc.yaml").read_text())
+    isvc["metadata"].update(uid=UID, generation=3)
+    isvc["spec"]["routing"].update(spec_routing)
+    isvc["status"] = {
+        "placement": {
+            "phase": "Placed",
+            "candidates": [
+                {
+                    "cluster": c,
+                    "phase": "Admitted",
+                    "endpoint": f"http://127.0.0.1:{port}",
+                    "admittedReplicas": 2,
+                    "readyReplicas": 2,
+                }
+                for c, port in (("worker-a", 9001), ("worker-b", 9002))
+            ],
+        }
+    }
+    return isvc
+
+
+def a_map(owner_uid: str | None = UID, **extra: Any) -> dict[str, Any]:
+    refs = (
+        []
+        if owner_uid is None
+        else [
+            {
+                "apiVersion": "ome.io/v1beta1",
+                "kind": "InferenceService",
+                "name": "qwen3-0-6b",
+                "uid": owner_uid,
+                "controller": True,
+            }
+        ]
+    )
+    return {
+        "metadata": {
+            "name": "qwen3-0-6b",
+            "namespace": "qwen3-0-6b",
+            "generation": 1,
+            "ownerReferences": refs,
+        }
+    } | extra
+
+
+def test_the_specs_service_is_routed_with_its_own_poll_on_both_homes() -> None:
+    decision = reconcile.plan(an_isvc(), None, chart())
+    assert isinstance(decision, Routed)
+    assert decision.polling is PollingState.ON
+    assert decision.poll is not None and (decision.poll.samples, decision.poll.quorum) == (4, 3)
+    assert decision.targets() == {
+        "worker-a": "http://127.0.0.1:9001",
+        "worker-b": "http://127.0.0.1:9002",
+    }
+
+
+def test_the_specs_step_3_entries_follow_from_ceilings_3_and_1() -> None:
+    decision = reconcile.plan(an_isvc(), None, chart())
+    assert isinstance(decision, Routed)
+    view = reconcile.build_view(
+        decision, {"worker-a": Verdict(3, None), "worker-b": Verdict(1, None)}
+    )
+    spec = reconcile.desired_spec("qwen3-0-6b", decision, view)
+    rows = [
+        f"{e['cluster']} {e['weight']} {e['capacity'].get('allocated', '')} {e['capacity'].get('ready', '')} "
+        f"{e['capacity']['source']} {e['capacity'].get('reported', '')}"
+        for e in spec["entries"]
+    ]
+    assert rows == ["worker-a 2 2 2 ControlPlane 3", "worker-b 1 1 2 Endpoint 1"]
+    assert (spec["service"], spec["mode"], spec["observedISVCGeneration"]) == (
+        "qwen3-0-6b",
+        "All",
+        3,
+    )
+
+
+def test_disabled_polling_polls_no_home() -> None:
+    isvc = an_isvc()
+    isvc["spec"]["routing"]["capacity"] = {"disabled": True}
+    decision = reconcile.plan(isvc, None, chart())
+    assert isinstance(decision, Routed)
+    assert (decision.polling, decision.targets()) == (PollingState.DISABLED, {})
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"maxAge": "20s"},
+            "validate routing policy: spec.routing.capacity.maxAge (20s) must span at least quorum (3) period intervals",
+        ),
+        (
+            {"format": "report"},
+            'resolve capacity policy: spec.routing.capacity.format "report" is not registered in this build (available: [Report])',
+        ),
+        (
+            {"period": "500ms", "timeout": "100ms", "maxAge": "40s"},
+            "resolve capacity policy: spec.routing.capacity.period (500ms) must be at least routing.observer.minPeriod (1s)",
+        ),
+        (
+            {"samples": 200},
+            "resolve capacity policy: spec.routing.capacity.samples (200) must not exceed routing.observer.maxSamples (100)",
+        ),
+    ],
+)
+def test_the_specs_policy_mistakes_freeze_the_map_with_the_log_line(
+    change: dict[str, Any], message: str
+) -> None:
+    isvc = an_isvc()
+    isvc["spec"]["routing"]["capacity"].update(change)
+    assert reconcile.plan(isvc, a_map(), chart()) == Frozen(message, UID)
+
+
+def test_a_malformed_drain_annotation_freezes_the_map() -> None:
+    isvc = an_isvc()
+    isvc["metadata"]["annotations"] = {"ome.io/traffic-drain": "{not json"}
+    decision = reconcile.plan(isvc, a_map(), chart())
+    assert isinstance(decision, Frozen)
+    assert decision.message.startswith("parse ome.io/traffic-drain: ")
+
+
+def test_a_map_controlled_by_another_service_is_left_alone() -> None:
+    decision = reconcile.plan(an_isvc(), a_map(owner_uid="another-uid"), chart())
+    assert decision == NotOurs(
+        f"TrafficMap qwen3-0-6b/qwen3-0-6b exists but is not controlled by InferenceService UID {UID}"
+    )
+
+
+def test_a_map_without_an_owner_is_not_ours_either() -> None:
+    assert isinstance(reconcile.plan(an_isvc(), a_map(owner_uid=None), chart()), NotOurs)
+
+
+@pytest.mark.parametrize(
+    ("isvc", "config", "deleted"),
+    [
+        (an_isvc(enabled=False), chart(), True),
+        (None, chart(), True),
+        (an_isvc(), OperatorConfig(), True),
+    ],
+    ids=["routing-enabled-false", "service-gone", "routing-off-in-chart"],
+)
+def test_an_unrouted_service_loses_its_map(
+    isvc: dict[str, Any] | None, config: OperatorConfig, deleted: bool
+) -> None:
+    assert reconcile.plan(isvc, a_map(), config) == Unrouted(delete_map=deleted)
+
+
+def test_an_unrouted_service_never_deletes_a_map_it_does_not_control() -> None:
+    assert reconcile.plan(
+        an_isvc(enabled=False), a_map(owner_uid="another-uid"), chart()
+    ) == Unrouted(False)
+
+
+def test_a_service_without_placement_is_not_routed() -> None:
+    isvc = an_isvc()
+    del isvc["spec"]["placement"]
+    assert reconcile.plan(isvc, None, chart()) == Unrouted(delete_map=False)
+
+
+def test_status_in_steady_state_equals_what_is_stored() -> None:
+    """Merging the same conditions again must give the stored status: no write."""
+    decision = reconcile.plan(an_isvc(), None, chart())
+    assert isinstance(decision, Routed)
+    view = reconcile.build_view(
+        decision, {"worker-a": Verdict(3, None), "worker-b": Verdict(1, None)}
+    )
+    tmap = a_map()
+    tmap["status"] = reconcile.desired_status(tmap, UID, reconcile.routed_conditions(view), NOW)
+    later = reconcile.desired_status(
+        copy.deepcopy(tmap), UID, reconcile.routed_conditions(view), NOW.replace(hour=18)
+    )
+    assert later == tmap["status"]
+    fallback = next(c for c in later["conditions"] if c["type"] == "CapacityFallback")
+    assert (fallback["status"], fallback["reason"], fallback["message"]) == (
+        "False",
+        "EndpointCapacityAvailable",
+        "endpoint capacity is available for all 2 home(s)",
+    )
+    published = next(c for c in later["conditions"] if c["type"] == "Published")
+    assert (published["status"], published["reason"]) == ("False", "Withdrawn")
+
+
+def test_freezing_keeps_the_other_conditions_and_sets_published_invalid_owner() -> None:
+    decision = reconcile.plan(an_isvc(), None, chart())
+    assert isinstance(decision, Routed)
+    view = reconcile.build_view(
+        decision, {"worker-a": Verdict(3, None), "worker-b": Verdict(1, None)}
+    )
+    tmap = a_map()
+    tmap["status"] = reconcile.desired_status(tmap, UID, reconcile.routed_conditions(view), NOW)
+    frozen = reconcile.desired_status(tmap, UID, [reconcile.INVALID_OWNER], NOW)
+    by_type = {c["type"]: c for c in frozen["conditions"]}
+    assert (by_type["Published"]["status"], by_type["Published"]["reason"]) == (
+        "False",
+        "InvalidOwner",
+    )
+    assert by_type["CapacityFallback"] == next(
+        c for c in tmap["status"]["conditions"] if c["type"] == "CapacityFallback"
+    )
+
+
+def test_a_new_map_is_controlled_by_its_service() -> None:
+    body = reconcile.new_map("qwen3-0-6b", "qwen3-0-6b", UID, {"service": "qwen3-0-6b"})
+    assert reconcile.controller_uid(body) == UID
+    assert body["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] is True
