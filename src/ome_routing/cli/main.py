@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, str] = {
     "dev": "ome_routing.cli.dev:dev",
     "reporter": "ome_routing.cli.reporter:reporter",
     "controller": "ome_routing.cli.controller:controller",
+    "demo": "ome_routing.cli.demo:demo",
 }
 
 

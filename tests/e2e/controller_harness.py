@@ -1,0 +1,264 @@
+"""Test parts for the controller on the local control plane: reporters, a controller process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+import yaml
+from aiohttp import web
+
+from ome_routing.core.report import format_rfc3339
+from ome_routing.devcluster import LocalControlPlane
+
+T = TypeVar("T")
+
+FAST_POLL = {
+    "path": "/capacity",
+    "method": "GET",
+    "format": "Report",
+    "samples": 3,
+    "quorum": 2,
+    "period": "1s",
+    "timeout": "500ms",
+    "maxAge": "3s",
+}
+ROUTING_ON = {
+    "ome": {
+        "multicluster": {
+            "enabled": True,
+            "role": "control-plane",
+            "config": {"routing": {"enabled": True}},
+        }
+    }
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Reporter:
+    """A capacity reporter on loopback whose answers a test can change while it runs."""
+
+    servable: int = 2
+    status: int = 200
+    #: how old (positive) or how far ahead (negative) the stamp is
+    age: timedelta = timedelta(0)
+    #: a fixed stamp, as a reporter that froze keeps sending
+    frozen_at: datetime | None = None
+    requests: int = 0
+    url: str = ""
+    _runner: web.AppRunner | None = field(default=None, repr=False)
+
+    async def start(self) -> Reporter:
+        async def handle(_: web.Request) -> web.Response:
+            self.requests += 1
+            if self.status != 200:
+                return web.Response(status=self.status, text="not a reporter")
+            stamp = self.frozen_at or datetime.now(UTC) - self.age
+            body = {"servable": self.servable, "observedAt": format_rfc3339(stamp)}
+            return web.json_response(body)
+
+        app = web.Application()
+        app.router.add_route("*", "/capacity", handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+def isvc_manifest(
+    name: str, namespace: str, capacity: dict[str, Any] | None = None, **routing: Any
+) -> str:
+    spec_routing: dict[str, Any] = dict(routing)
+    if capacity is not None:
+        spec_routing["capacity"] = capacity
+    manifest = {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "model": {"name": name},
+            "placement": {"policy": "ClusterAffinity", "mode": "All"},
+            "routing": spec_routing,
+        },
+    }
+    return yaml.safe_dump(manifest)
+
+
+def placement_patch(homes: dict[str, str], admitted: int = 2, ready: int = 2) -> str:
+    candidates = [
+        {
+            "cluster": c,
+            "phase": "Admitted",
+            "endpoint": url,
+            "admittedReplicas": admitted,
+            "readyReplicas": ready,
+        }
+        for c, url in homes.items()
+    ]
+    return json.dumps({"status": {"placement": {"phase": "Placed", "candidates": candidates}}})
+
+
+async def kubectl(
+    plane: LocalControlPlane, *args: str, input: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(plane.kubectl, *args, input=input, check=check)
+
+
+async def place(
+    plane: LocalControlPlane, name: str, namespace: str, homes: dict[str, str], **counts: int
+) -> None:
+    await kubectl(
+        plane,
+        "patch",
+        "inferenceservice",
+        name,
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        placement_patch(homes, **counts),
+    )
+
+
+async def get_map(plane: LocalControlPlane, name: str, namespace: str) -> dict[str, Any] | None:
+    result = await kubectl(
+        plane, "get", "trafficmap", name, "-n", namespace, "-o", "json", check=False
+    )
+    if result.returncode != 0:
+        return None
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]], timeout: float = 30.0, what: str = "condition"
+) -> T:
+    """Poll `probe` until it returns something other than None/False."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+
+
+def entry(tmap: dict[str, Any] | None, cluster: str) -> dict[str, Any]:
+    assert tmap is not None
+    return next(e for e in tmap["spec"]["entries"] if e["cluster"] == cluster)
+
+
+def condition(tmap: dict[str, Any] | None, type_: str) -> dict[str, Any]:
+    assert tmap is not None
+    return next(c for c in tmap["status"]["conditions"] if c["type"] == type_)
+
+
+class ControllerProcess:
+    """`ome-routing controller` as a platform team runs it, in a subprocess."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        config: dict[str, Any] | Path,
+        workdir: Path,
+        *,
+        lease: str,
+        identity: str = "",
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.workdir = workdir
+        self.lease = lease
+        self.identity = identity or f"test-{os.getpid()}-{free_port()}"
+        if isinstance(config, Path):
+            self.config_path = config
+        else:
+            self.config_path = workdir / f"values-{self.identity}.yaml"
+            self.config_path.write_text(yaml.safe_dump(config))
+        self.port = free_port()
+        self.log_path = workdir / f"controller-{self.identity}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ControllerProcess:
+        command = [
+            sys.executable,
+            "-m",
+            "ome_routing.cli.main",
+            "controller",
+            "--config",
+            str(self.config_path),
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--namespace",
+            "default",
+            "--metrics-bind-address",
+            f"127.0.0.1:{self.port}",
+            "--lease-name",
+            self.lease,
+            "--identity",
+            self.identity,
+        ]
+        env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        return self
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    async def wait_started(self, timeout: float = 30.0) -> None:
+        async def started() -> bool:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"controller exited with {self.process.returncode}:\n{self.log}"
+                )
+            return "controller started" in self.log
+
+        await eventually(started, timeout, "the controller to start")
+
+    async def wait_exit(self, timeout: float = 30.0) -> int:
+        assert self.process is not None
+        return await asyncio.to_thread(self.process.wait, timeout)
+
+    async def metric(self, name: str) -> str:
+        async with (
+            aiohttp.ClientSession(trust_env=False) as session,
+            session.get(f"http://127.0.0.1:{self.port}/metrics") as response,
+        ):
+            text = await response.text()
+        return "\n".join(line for line in text.splitlines() if line.startswith(name))
+
+    async def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(self.process.wait, 20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                await asyncio.to_thread(self.process.wait, 10)

@@ -1,0 +1,529 @@
+"""The routing controller on a real API server, driven with the real kubectl.
+
+The first test walks through the specification's Steps 2 and 3 and "Turn the poll off" with
+the spec's own files and commands; the others cover its troubleshooting cases with a fast
+poll (period 1s, quorum 2, maxAge 3s) so that each takes seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from controller_harness import (
+    FAST_POLL,
+    ROUTING_ON,
+    ControllerProcess,
+    Reporter,
+    condition,
+    entry,
+    eventually,
+    get_map,
+    isvc_manifest,
+    kubectl,
+    place,
+)
+
+from ome_routing.devcluster import LocalControlPlane
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+pytestmark = pytest.mark.timeout(240)
+
+STEP_3_CONDITION = (
+    "-o",
+    'custom-columns=FALLBACK:.status.conditions[?(@.type=="CapacityFallback")].status,'
+    'REASON:.status.conditions[?(@.type=="CapacityFallback")].reason,'
+    'MESSAGE:.status.conditions[?(@.type=="CapacityFallback")].message',
+)
+STEP_3_ENTRIES = (
+    "-o",
+    'jsonpath={range .spec.entries[*]}{.cluster}{" "}{.weight}{" "}{.capacity.allocated}{" "}'
+    '{.capacity.ready}{" "}{.capacity.source}{" "}{.capacity.reported}{"\\n"}{end}',
+)
+FALLBACK_REASONS = (
+    "-o",
+    'jsonpath={range .spec.entries[*]}{.cluster}{": "}{.capacity.fallbackReason}{"\\n"}{end}',
+)
+
+
+@pytest.fixture
+async def reporters() -> AsyncIterator[dict[str, Reporter]]:
+    started = {
+        "worker-a": await Reporter(servable=3).start(),
+        "worker-b": await Reporter(servable=1).start(),
+    }
+    try:
+        yield started
+    finally:
+        for reporter in started.values():
+            await reporter.stop()
+
+
+@pytest.fixture
+async def controllers(kubeconfig: Path, tmp_path: Path) -> AsyncIterator[list[ControllerProcess]]:
+    """Controllers a test starts; all are stopped at the end."""
+    running: list[ControllerProcess] = []
+    try:
+        yield running
+    finally:
+        for process in running:
+            await process.stop()
+
+
+async def start_controller(
+    controllers: list[ControllerProcess],
+    kubeconfig: Path,
+    tmp_path: Path,
+    config: dict[str, Any] | Path = ROUTING_ON,
+    *,
+    lease: str | None = None,
+) -> ControllerProcess:
+    process = ControllerProcess(
+        kubeconfig, config, tmp_path, lease=lease or f"lease-{uuid.uuid4().hex[:8]}"
+    )
+    controllers.append(process.start())
+    await process.wait_started()
+    return process
+
+
+async def step_3(plane: LocalControlPlane, namespace: str, name: str) -> tuple[str, str]:
+    cond = await kubectl(plane, "get", "trafficmap", name, "-n", namespace, *STEP_3_CONDITION)
+    rows = await kubectl(plane, "get", "trafficmap", name, "-n", namespace, *STEP_3_ENTRIES)
+    return cond.stdout, rows.stdout
+
+
+async def test_the_specs_steps_2_and_3_and_turning_the_poll_off(
+    control_plane: LocalControlPlane,
+    kubeconfig: Path,
+    tmp_path: Path,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+) -> None:
+    namespace = name = "qwen3-0-6b"
+    await kubectl(control_plane, "create", "namespace", namespace)
+    try:
+        applied = await kubectl(control_plane, "apply", "-f", str(EXAMPLES / "isvc.yaml"))
+        assert applied.stdout == "inferenceservice.ome.io/qwen3-0-6b created\n"
+        await place(control_plane, name, namespace, {c: r.url for c, r in reporters.items()})
+        await start_controller(controllers, kubeconfig, tmp_path, EXAMPLES / "values.yaml")
+
+        expected = (
+            "FALLBACK   REASON                      MESSAGE\n"
+            "False      EndpointCapacityAvailable   endpoint capacity is available for all 2 home(s)\n",
+            "worker-a 2 2 2 ControlPlane 3\nworker-b 1 1 2 Endpoint 1\n",
+        )
+
+        async def matches() -> bool:
+            return await step_3(control_plane, namespace, name) == expected
+
+        # The service's own poll (period 10s, quorum 3) gives ceilings from the third poll on.
+        await eventually(matches, timeout=60, what="the spec's Step 3 output")
+
+        # Turn the poll off for this service, whatever the chart sets.
+        isvc = yaml.safe_load((EXAMPLES / "isvc.yaml").read_text())
+        isvc["spec"]["routing"]["capacity"] = {"disabled": True}
+        off = await kubectl(control_plane, "apply", "-f", "-", input=yaml.safe_dump(isvc))
+        assert off.stdout == "inferenceservice.ome.io/qwen3-0-6b configured\n"
+
+        async def disabled() -> dict[str, Any] | None:
+            tmap = await get_map(control_plane, name, namespace)
+            found = condition(tmap, "CapacityFallback")
+            return tmap if found["reason"] == "CapacityPollingDisabled" else None
+
+        tmap = await eventually(disabled, what="CapacityPollingDisabled")
+        assert condition(tmap, "CapacityFallback")["status"] == "False"
+        assert all("reported" not in e["capacity"] for e in tmap["spec"]["entries"])
+        polled = {c: r.requests for c, r in reporters.items()}
+        await asyncio.sleep(12)  # more than one period of the old poll
+        assert {c: r.requests for c, r in reporters.items()} == polled, "homes are still polled"
+
+        # The API server refuses a poll with a missing field, with the spec's message.
+        del isvc["spec"]["routing"]["capacity"]
+        isvc["spec"]["routing"]["capacity"] = {"path": "/capacity", "method": "GET"}
+        refused = await kubectl(
+            control_plane, "apply", "-f", "-", input=yaml.safe_dump(isvc), check=False
+        )
+        assert refused.returncode != 0
+        assert (
+            "an enabled capacity poll must specify path, method, format, period, timeout, samples, quorum, and maxAge"
+            in refused.stderr
+        )
+    finally:
+        await asyncio.to_thread(control_plane.delete_namespace, namespace)
+
+
+async def routed_service(
+    plane: LocalControlPlane,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    name: str = "svc",
+    **poll: Any,
+) -> None:
+    await kubectl(
+        plane, "apply", "-f", "-", input=isvc_manifest(name, namespace, {**FAST_POLL, **poll})
+    )
+    await place(plane, name, namespace, {c: r.url for c, r in reporters.items()})
+
+
+async def until_reason(
+    plane: LocalControlPlane, namespace: str, cluster: str, reason: str, name: str = "svc"
+) -> dict[str, Any]:
+    async def seen() -> dict[str, Any] | None:
+        tmap = await get_map(plane, name, namespace)
+        if tmap is None:
+            return None
+        return tmap if entry(tmap, cluster)["capacity"].get("fallbackReason") == reason else None
+
+    return await eventually(seen, what=f"{cluster}: {reason}")
+
+
+async def until_ceilings(
+    plane: LocalControlPlane, namespace: str, name: str = "svc"
+) -> dict[str, Any]:
+    async def both() -> dict[str, Any] | None:
+        tmap = await get_map(plane, name, namespace)
+        if tmap is None or not tmap["spec"].get("entries"):
+            return None
+        return tmap if all("reported" in e["capacity"] for e in tmap["spec"]["entries"]) else None
+
+    return await eventually(both, what="ceilings on every home")
+
+
+async def test_a_404_reporter_falls_back_and_the_gauge_counts_it(
+    control_plane: LocalControlPlane,
+    kubeconfig: Path,
+    tmp_path: Path,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+) -> None:
+    await routed_service(control_plane, namespace, reporters)
+    process = await start_controller(controllers, kubeconfig, tmp_path)
+    await until_ceilings(control_plane, namespace)
+    reporters["worker-b"].status = 404
+    await until_reason(control_plane, namespace, "worker-b", "capacity endpoint returned HTTP 404")
+    reasons = await kubectl(
+        control_plane, "get", "trafficmap", "svc", "-n", namespace, *FALLBACK_REASONS
+    )
+    assert reasons.stdout == "worker-a: \nworker-b: capacity endpoint returned HTTP 404\n"
+    cond = await kubectl(
+        control_plane, "get", "trafficmap", "svc", "-n", namespace, *STEP_3_CONDITION
+    )
+    assert cond.stdout.splitlines()[1].split(None, 2) == [
+        "True",
+        "EndpointCapacityUnavailable",
+        "1 of 2 home(s) are using control-plane capacity; inspect spec.entries[].capacity.fallbackReason",
+    ]
+    gauge = await process.metric("ome_trafficmap_capacity_fallback_homes")
+    assert (
+        f'ome_trafficmap_capacity_fallback_homes{{namespace="{namespace}",trafficmap="svc"}} 1.0'
+        in gauge
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (
+            {"age": timedelta(minutes=1)},
+            "capacity report is stale (at least configured maximum age 3s)",
+        ),
+        ({"age": -timedelta(minutes=1)}, "capacity report timestamp is in the future"),
+        ({"servable": -1}, "capacity report is negative (-1)"),
+    ],
+    ids=["stale", "future", "negative"],
+)
+async def test_a_bad_report_removes_the_ceiling_and_keeps_admitted_replicas(
+    control_plane: LocalControlPlane,
+    kubeconfig: Path,
+    tmp_path: Path,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+    change: dict[str, Any],
+    reason: str,
+) -> None:
+    await routed_service(control_plane, namespace, reporters)
+    await start_controller(controllers, kubeconfig, tmp_path)
+    await until_ceilings(control_plane, namespace)
+    for attr, value in change.items():
+        setattr(reporters["worker-b"], attr, value)
+    tmap = await until_reason(control_plane, namespace, "worker-b", reason)
+    capacity = entry(tmap, "worker-b")["capacity"]
+    assert (capacity["allocated"], capacity["source"], "reported" in capacity) == (
+        2,
+        "ControlPlane",
+        False,
+    )
+
+
+async def test_a_reporter_that_freezes_loses_its_ceiling_within_max_age(
+    control_plane: LocalControlPlane,
+    kubeconfig: Path,
+    tmp_path: Path,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+) -> None:
+    await routed_service(control_plane, namespace, reporters)
+    await start_controller(controllers, kubeconfig, tmp_path)
+    await until_ceilings(control_plane, namespace)
+    reporters["worker-b"].frozen_at = datetime.now(UTC)
+    started = asyncio.get_running_loop().time()
+
+    async def lost() -> dict[str, Any] | None:
+        tmap = await get_map(control_plane, "svc", namespace)
+        return tmap if "reported" not in entry(tmap, "worker-b")["capacity"] else None
+
+    tmap = await eventually(lost, timeout=15, what="worker-b to lose its ceiling")
+    # maxAge is 3s; allow one period and the write for the change to show.
+    assert asyncio.get_running_loop().time() - started < 3 + 1 + 2
+    assert entry(tmap, "worker-b")["capacity"]["fallbackReason"].startswith(
+        ("capacity report is stale", "capacity report awaiting quorum after stale samples expired")
+    )
+
+
+@pytest.mark.parametrize(
+    ("poll", "message"),
+    [
+        (
+            {"samples": 4, "quorum": 3, "period": "10s", "maxAge": "20s"},
+            "validate routing policy: spec.routing.capacity.maxAge (20s) must span at least quorum (3) period intervals",
+        ),
+        (
+            {"format": "report"},
+            'resolve capacity policy: spec.routing.capacity.format "report" is not registered in this build (available: [Report])',
+        ),
+        (
+            {"period": "500ms", "timeout": "100ms"},
+            "resolve capacity policy: spec.routing.capacity.period (500ms) must be at least routing.observer.minPeriod (1s)",
+        ),
+        (
+            {"samples": 200},
+            "resolve capacity policy: spec.routing.capacity.samples (200) must not exceed routing.observer.maxSamples (100)",
+        ),
+    ],
+    ids=["maxAge", "format", "minPeriod", "maxSamples"],
+)
+async def test_a_policy_mistake_freezes_only_its_own_map(
+    control_plane: LocalControlPlane,
+    kubeconfig: Path,
+    tmp_path: Path,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+    poll: dict[str, Any],
+    message: str,
+) -> None:
+    await routed_service(control_plane, namespace, reporters, name="broken")
+    await routed_service(control_plane, namespace, reporters, name="healthy")
+    process = await start_controller(controllers, kubeconfig, tmp_path)
+    before = await until_ceilings(control_plane, namespace, "broken")
+    await until_ceilings(control_plane, namespace, "healthy")
+
+    await kubectl(
+        control_plane,
+        "apply",
+        "-f",
+        "-",
+        input=isvc_manifest("broken", namespace, {**FAST_POLL, **poll}),
+    )
+
+    async def frozen() -> dict[str, Any] | None:
+        tmap = await get_map(control_plane, "broken", namespace)
+        published = condition(tmap, "Published")
+        return tmap if published["reason"] == "InvalidOwner" else None
+
+    tmap = await eventually(frozen, what="Published InvalidOwner")
+    assert condition(tmap, "Published")["status"] == "False"
+    assert tmap["spec"]["entries"] == before["spec"]["entries"], "a frozen map keeps its last table"
+    assert message in process.log
+    polled = reporters["worker-a"].requests
+    # The healthy service keeps working: its homes are polled, and a change reaches its map.
+    reporters["worker-a"].servable = 1
+
+    async def healthy_follows() -> bool:
+        tmap = await get_map(control_plane, "healthy", namespace)
+        return entry(tmap, "worker-a")["capacity"].get("reported") == 1
+
+    await eventually(healthy_follows, what="the healthy map to follow its reporter")
+    assert reporters["worker-a"].requests > polled
+    frozen_now = await get_map(control_plane, "broken", namespace)
+    assert frozen_now is not None and frozen_now["spec"]["entries"] == before["spec"]["entries"]
+
+
+async def test_routing_enabled_false_deletes_the_map(
+    control_plane: LocalControlPlane,
+    kubeconfig: Path,
+    tmp_path: Path,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+) -> None:
+    await routed_service(control_plane, namespace, reporters)
+    await start_controller(controllers, kubeconfig, tmp_path)
+    await until_ceilings(control_plane, namespace)
+    await kubectl(
+        control_plane,
+        "apply",
+        "-f",
+        "-",
+        input=isvc_manifest("svc", namespace, None, enabled=False),
+    )
+
+    async def gone() -> bool:
+        return await get_map(control_plane, "svc", namespace) is None
+
+    await eventually(gone, what="the map to be deleted")
+
+
+async def test_a_hand_edit_of_the_map_is_undone(
+    control_plane: LocalControlPlane,
+    kubeconfig: Path,
+    tmp_path: Path,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+) -> None:
+    await routed_service(control_plane, namespace, reporters)
+    process = await start_controller(controllers, kubeconfig, tmp_path)
+    tmap = await until_ceilings(control_plane, namespace)
+    edited = [dict(e, weight=999) for e in tmap["spec"]["entries"]]
+    await kubectl(
+        control_plane,
+        "patch",
+        "trafficmap",
+        "svc",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"entries": edited}}),
+    )
+
+    async def restored() -> bool:
+        now = await get_map(control_plane, "svc", namespace)
+        return now is not None and now["spec"]["entries"] == tmap["spec"]["entries"]
+
+    await eventually(restored, what="the hand edit to be undone")
+    assert 'kind="spec"' in await process.metric("ome_routing_trafficmap_writes_total")
+
+
+async def test_a_map_of_the_same_name_owned_by_something_else_is_left_alone(
+    control_plane: LocalControlPlane,
+    kubeconfig: Path,
+    tmp_path: Path,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+) -> None:
+    foreign = {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "TrafficMap",
+        "metadata": {"name": "svc", "namespace": namespace},
+        "spec": {"service": "svc", "entries": [{"cluster": "elsewhere", "weight": 7}]},
+    }
+    await kubectl(control_plane, "apply", "-f", "-", input=yaml.safe_dump(foreign))
+    await routed_service(control_plane, namespace, reporters)
+    uid = (
+        await kubectl(
+            control_plane, "get", "isvc", "svc", "-n", namespace, "-o", "jsonpath={.metadata.uid}"
+        )
+    ).stdout
+    process = await start_controller(controllers, kubeconfig, tmp_path)
+    line = f"TrafficMap {namespace}/svc exists but is not controlled by InferenceService UID {uid}"
+
+    async def logged() -> bool:
+        return line in process.log
+
+    await eventually(logged, what="the not-controlled log line")
+    tmap = await get_map(control_plane, "svc", namespace)
+    assert tmap is not None and tmap["spec"]["entries"] == [{"cluster": "elsewhere", "weight": 7}]
+    assert reporters["worker-a"].requests == 0, "a map we do not own must not have its homes polled"
+
+
+async def test_a_controller_restart_starts_every_home_over(
+    control_plane: LocalControlPlane,
+    kube_client: Any,
+    kubeconfig: Path,
+    tmp_path: Path,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+) -> None:
+    await routed_service(control_plane, namespace, reporters)
+    first = await start_controller(controllers, kubeconfig, tmp_path, lease="restart")
+    await until_ceilings(control_plane, namespace)
+    await first.stop()
+
+    seen: list[str] = []
+
+    async def record() -> None:
+        while True:
+            tmap = await get_map(control_plane, "svc", namespace)
+            reason = entry(tmap, "worker-a")["capacity"].get("fallbackReason")
+            if reason and (not seen or seen[-1] != reason):
+                seen.append(reason)
+            await asyncio.sleep(0.05)
+
+    recorder = asyncio.create_task(record())
+    try:
+        await start_controller(controllers, kubeconfig, tmp_path, lease="restart")
+        await until_ceilings(control_plane, namespace)
+    finally:
+        recorder.cancel()
+    assert seen, "after a restart a home must start over without a ceiling"
+    assert set(seen) <= {
+        "no capacity report yet",
+        "capacity report awaiting quorum (1/2 accepted samples)",
+    }
+
+
+async def test_only_the_leader_polls_and_a_standby_takes_over(
+    control_plane: LocalControlPlane,
+    kubeconfig: Path,
+    tmp_path: Path,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+) -> None:
+    await routed_service(control_plane, namespace, reporters)
+    leader = await start_controller(controllers, kubeconfig, tmp_path, lease="pair")
+    standby = ControllerProcess(kubeconfig, ROUTING_ON, tmp_path, lease="pair", identity="standby")
+    controllers.append(standby.start())
+    await until_ceilings(control_plane, namespace)
+    await asyncio.sleep(2)
+    assert "ome_routing_leader 1.0" in await leader.metric("ome_routing_leader")
+    assert "ome_routing_leader 0.0" in await standby.metric("ome_routing_leader")
+    assert "controller started" not in standby.log
+
+    await leader.stop()
+    await standby.wait_started(timeout=30)
+    reporters["worker-a"].servable = 1
+
+    async def follows() -> bool:
+        tmap = await get_map(control_plane, "svc", namespace)
+        return entry(tmap, "worker-a")["capacity"].get("reported") == 1
+
+    await eventually(follows, what="the new leader to update the map")
+
+
+async def test_an_unusable_config_stops_the_controller_with_the_specs_message(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    values = yaml.safe_load((EXAMPLES / "values.yaml").read_text())
+    values["ome"]["multicluster"]["config"]["routing"]["capacity"]["period"] = "10"
+    process = ControllerProcess(kubeconfig, values, tmp_path, lease="bad-config").start()
+    assert await process.wait_exit() == 1
+    assert (
+        'invalid multi-cluster configuration: routing.capacity.period: "10" is not a duration (use forms like "30s", "5m")'
+        in process.log
+    )
