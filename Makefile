@@ -20,6 +20,10 @@ setup: $(STAMP)
 tools: $(STAMP)
 	$(BIN)/ome-routing dev tools
 
+## demo: capacity polling end to end on a local control plane, checked against the specification
+demo: tools
+	$(BIN)/ome-routing demo
+
 ## check: lint, format, types and layer contracts
 check: $(STAMP)
 	$(BIN)/ruff check src tests bench

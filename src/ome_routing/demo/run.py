@@ -1,0 +1,409 @@
+"""The demo: capacity polling end to end, on a local control plane, checked against the spec.
+
+Steps: a local control plane with the CRDs; the WorkloadClusters `worker-a` and `worker-b`;
+a reference reporter for each on loopback (3 and 1); the specification's InferenceService
+with the placement status OME's placement controller would write; the routing controller;
+the wait for both ceilings; the specification's Step 3 commands, compared with its outputs;
+one home falling back (its poll gets the model server's 404), compared again; the fallback
+gauge from `/metrics`.
+
+Everything started here is stopped on the way out, on failure and on Ctrl-C too: the
+controller, then the reporters, then the control plane. With `keep`, the demo first waits
+for Ctrl-C, so that a reader can explore with kubectl.
+
+Errors: `DemoError` (a step failed; the message says which, with the relevant log). Errors
+of the local control plane (`ControlPlaneError`, `ToolsError`, `PkiError`) pass through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ome_routing.demo import spec
+from ome_routing.demo.controller import ControllerError, ControllerProcess, free_port, tail
+from ome_routing.demo.narration import Narrator
+from ome_routing.demo.reporters import LoopbackReporters
+from ome_routing.devcluster import LocalControlPlane, ensure_tools
+
+HOMES: dict[str, int] = {"worker-a": 3, "worker-b": 1}  # servable counts, as in Step 3
+ADMITTED = 2
+READY = 2
+ISVC_FILE = "examples/isvc.yaml"
+VALUES_FILE = "examples/values.yaml"
+STEPS = 9
+
+
+class DemoError(RuntimeError):
+    """A step of the demo failed."""
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    repo: Path  # a directory with examples/isvc.yaml and examples/values.yaml; commands run here
+    keep: bool = False
+    ceiling_timeout: float = 90.0  # quorum 3 at period 10s gives ceilings after about 20s
+    fallback_timeout: float = 45.0  # the next poll (period 10s) fails, then one map write
+
+
+def find_repo(candidates: list[Path]) -> Path:
+    """The first directory that holds the demo's example files."""
+    for candidate in candidates:
+        if (candidate / ISVC_FILE).is_file() and (candidate / VALUES_FILE).is_file():
+            return candidate.resolve()
+    tried = ", ".join(str(c) for c in candidates)
+    raise DemoError(
+        f"{ISVC_FILE} and {VALUES_FILE} not found (looked in {tried}); "
+        "run the demo from a clone of the repository"
+    )
+
+
+def workload_clusters_manifest(names: list[str]) -> str:
+    """Minimal WorkloadCluster objects: routing reads only their names."""
+    documents = [
+        {"apiVersion": "ome.io/v1beta1", "kind": "WorkloadCluster", "metadata": {"name": n}}
+        for n in names
+    ]
+    return yaml.safe_dump_all(documents, sort_keys=False)
+
+
+def placement_status(endpoints: Mapping[str, str]) -> dict[str, Any]:
+    """`status.placement` as OME's placement controller writes it for a service placed on all homes."""
+    return {
+        "status": {
+            "placement": {
+                "phase": "Placed",
+                "candidates": [
+                    {
+                        "cluster": cluster,
+                        "phase": "Admitted",
+                        "endpoint": endpoint,
+                        "admittedReplicas": ADMITTED,
+                        "readyReplicas": READY,
+                    }
+                    for cluster, endpoint in endpoints.items()
+                ],
+            }
+        }
+    }
+
+
+def home_states(trafficmap: Mapping[str, Any]) -> dict[str, str]:
+    """Each home's capacity state in a few words: its ceiling, or why it has none."""
+    states: dict[str, str] = {}
+    for entry in (trafficmap.get("spec") or {}).get("entries") or []:
+        capacity = entry.get("capacity") or {}
+        if "reported" in capacity:
+            states[entry.get("cluster", "?")] = f"ceiling {capacity['reported']}"
+        else:
+            states[entry.get("cluster", "?")] = capacity.get("fallbackReason") or "no ceiling"
+    return states
+
+
+def fallback_condition(trafficmap: Mapping[str, Any]) -> str | None:
+    """The status of the `CapacityFallback` condition, if the map has one."""
+    for condition in (trafficmap.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "CapacityFallback":
+            return str(condition.get("status"))
+    return None
+
+
+class Demo:
+    def __init__(self, options: DemoOptions, narrator: Narrator) -> None:
+        self.options = options
+        self.say = narrator
+        self.matched = True
+        self.work = Path(tempfile.mkdtemp(prefix="ome-routing-demo-"))
+        self.plane: LocalControlPlane | None = None
+        self.reporters: LoopbackReporters | None = None
+        self.controller: ControllerProcess | None = None
+        self._shown: dict[str, str] = {}  # each home's state as last narrated
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run(self) -> bool:
+        """Run every step; True when every output matched the specification."""
+        failed = True  # keep the logs of a run that failed, not of one that was interrupted
+        try:
+            with contextlib.ExitStack() as stack:
+                stack.callback(self._cleaned_up)
+                self._start_control_plane(stack)
+                self._register_clusters()
+                self._start_reporters(stack)
+                self._create_service()
+                self._start_controller(stack)
+                self._wait_for_ceilings()
+                self._check_capacity_state()
+                self._show_fallback()
+                self._show_gauge()
+                self._summary()
+                if self.options.keep:
+                    self._keep_until_interrupted()
+            failed = not self.matched
+        except (KeyboardInterrupt, SystemExit):
+            failed = False
+            raise
+        finally:
+            if failed:
+                self.say.detail(f"logs kept in {self.work}")
+            else:
+                shutil.rmtree(self.work, ignore_errors=True)
+        return self.matched
+
+    # -- steps -----------------------------------------------------------------------------------
+
+    def _start_control_plane(self, stack: contextlib.ExitStack) -> None:
+        self.say.step("Start a local control plane (etcd and kube-apiserver on 127.0.0.1)")
+        started = time.monotonic()
+        tools = ensure_tools(progress=self.say.detail)
+        plane = LocalControlPlane(self.work / "control-plane", tools)
+        stack.callback(plane.stop)
+        plane.start()
+        self.plane = plane
+        self.say.say(
+            f"kube-apiserver {plane.version} at {plane.server_url}, with the CRDs "
+            f"InferenceService, WorkloadCluster and TrafficMap "
+            f"({time.monotonic() - started:.1f}s)"
+        )
+
+    def _register_clusters(self) -> None:
+        self.say.step("Register the workload clusters worker-a and worker-b")
+        self._run(f"kubectl apply -f - <<'EOF'\n{workload_clusters_manifest(list(HOMES))}EOF")
+
+    def _start_reporters(self, stack: contextlib.ExitStack) -> None:
+        self.say.step("Start a capacity reporter for each home, on loopback")
+        reporters = LoopbackReporters(HOMES)
+        stack.callback(reporters.close)
+        reporters.start()
+        self.reporters = reporters
+        for reporter in reporters:
+            self.say.say(
+                f"{reporter.name}: {reporter.poll_url} answers "
+                f'{{"servable": {reporter.servable}, "observedAt": "<now>"}}'
+            )
+        self.say.detail("each URL stands in for the route to the reporter on that workload cluster")
+
+    def _create_service(self) -> None:
+        assert self.reporters is not None
+        self.say.step("Create the InferenceService of Step 2, placed on both homes")
+        self._run(f"kubectl create namespace {spec.NAMESPACE}")
+        self._run(f"kubectl apply -f {ISVC_FILE}")
+        self.say.say(
+            f"Write the placement status as OME's placement controller would: both homes "
+            f"Admitted with {ADMITTED} replicas, {READY} ready, and the reporters' URLs as "
+            f"endpoints"
+        )
+        patch = json.dumps(
+            placement_status({r.name: r.endpoint for r in self.reporters}), separators=(",", ":")
+        )
+        self._run(
+            f"kubectl patch inferenceservice {spec.NAME} -n {spec.NAMESPACE} "
+            f"--subresource=status --type=merge -p {shlex.quote(patch)}"
+        )
+        self._check(spec.PLACEMENT_PHASE)
+
+    def _start_controller(self, stack: contextlib.ExitStack) -> None:
+        assert self.plane is not None
+        self.say.step("Start the routing controller with the chart values of Step 1")
+        port = free_port()
+        args = [
+            "--config",
+            VALUES_FILE,
+            "--kubeconfig",
+            str(self.plane.kubeconfig),
+            "--namespace",
+            "ome",
+            "--metrics-bind-address",
+            f"127.0.0.1:{port}",
+            "--no-leader-elect",
+        ]
+        self.say.command(shlex.join(["ome-routing", "controller", *args]))
+        controller = ControllerProcess(args, self.work / "controller.log", port, self.options.repo)
+        stack.callback(controller.stop)
+        try:
+            controller.start()
+        except ControllerError as err:
+            raise DemoError(str(err)) from None
+        self.controller = controller
+        self.say.detail(f"pid {controller.pid}, log in {controller.log}")
+        self.say.detail(f"metrics at {controller.metrics_url}")
+
+    def _wait_for_ceilings(self) -> None:
+        self.say.step("Wait for both ceilings")
+        self.say.say(
+            "The service polls every 10s and needs 3 readings in a row (quorum: 3), "
+            "so each home gets its ceiling from the third poll on, about 20 seconds in."
+        )
+        self._wait(
+            lambda m: (
+                all("reported" in c for c in _capacities(m))
+                and len(_capacities(m)) == 2
+                and fallback_condition(m) == "False"
+            ),
+            self.options.ceiling_timeout,
+            "both homes to get a ceiling",
+        )
+
+    def _check_capacity_state(self) -> None:
+        self.say.step("Run the commands of Step 3: Watch the capacity state")
+        self._check(spec.CONDITION_AVAILABLE)
+        self._check(spec.ENTRIES)
+        self.say.detail(
+            "worker-b's ceiling of 1 lowers its allocated replicas from 2 to 1 (source Endpoint); "
+            "worker-a's ceiling of 3 is above its 2 admitted replicas (source ControlPlane)"
+        )
+
+    def _show_fallback(self) -> None:
+        assert self.reporters is not None
+        self.say.step("Make one home fall back to its admitted replicas")
+        self.reporters["worker-b"].route_to_model_server()
+        self.say.say(
+            "worker-b's poll now reaches the model server, which answers 404, as when the "
+            "route to the reporter is missing."
+        )
+        self._wait(
+            lambda m: (
+                fallback_condition(m) == "True"
+                and home_states(m).get("worker-b", "").startswith("capacity endpoint returned")
+            ),
+            self.options.fallback_timeout,
+            "worker-b to fall back",
+        )
+        self._check(spec.FALLBACK_REASONS)
+        self._check(spec.CONDITION_FALLBACK)
+
+    def _show_gauge(self) -> None:
+        assert self.controller is not None
+        self.say.step(f"Read the gauge {spec.FALLBACK_GAUGE} from the controller's /metrics")
+        self.say.command(f"curl -s {self.controller.metrics_url} | grep '^{spec.FALLBACK_GAUGE}{{'")
+        deadline = time.monotonic() + 15
+        lines: list[str] = []
+        while time.monotonic() < deadline:
+            lines = spec.gauge_lines(self.controller.metrics())
+            if any(line.endswith(" 1.0") for line in lines):
+                break
+            time.sleep(0.5)
+        self.say.output("\n".join(lines))
+        expected = (
+            f'{spec.FALLBACK_GAUGE}{{namespace="{spec.NAMESPACE}",trafficmap="{spec.NAME}"}} 1.0'
+        )
+        ok = lines == [expected]
+        self.matched &= ok
+        if ok:
+            self.say.say("OK: one home without a ceiling")
+        else:
+            self.say.error(f"DIFFERS: expected {expected}")
+
+    def _summary(self) -> None:
+        self.say.console.print()
+        if self.matched:
+            self.say.say("Every output matches the specification.")
+        else:
+            self.say.error("Some outputs differ from the specification (see DIFFERS above).")
+
+    def _keep_until_interrupted(self) -> None:
+        assert self.plane is not None and self.controller is not None
+        self.say.console.print()
+        self.say.say("Everything keeps running until you press Ctrl-C. In another shell:")
+        self.say.output(
+            f"export KUBECONFIG={shlex.quote(str(self.plane.kubeconfig))}\n"
+            f'export PATH={shlex.quote(str(self.plane.bin_dir))}:"$PATH"\n'
+            f"kubectl get trafficmap {spec.NAME} -n {spec.NAMESPACE} -o yaml\n"
+            f"curl -s {self.controller.metrics_url}\n"
+            f"tail -f {shlex.quote(str(self.controller.log))}"
+        )
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+
+    def _cleaned_up(self) -> None:
+        # Runs last on the way out: the ExitStack has already stopped everything after it.
+        self.say.detail("stopped the controller, the reporters and the control plane")
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _run(self, command: str) -> str:
+        """Run a shell command as shown, print its output, and fail the step if it fails."""
+        self.say.command(command)
+        result = self._sh(command)
+        self.say.output(result.stdout + result.stderr)
+        if result.returncode != 0:
+            raise DemoError(f"`{command}` failed with exit status {result.returncode}")
+        return result.stdout
+
+    def _check(self, command: spec.SpecCommand) -> None:
+        """Run a command of the specification, print its output, and compare it."""
+        self.say.command(command.command)
+        result = self._sh(command.command)
+        self.say.output(result.stdout + result.stderr)
+        ok = result.returncode == 0 and command.matches(result.stdout)
+        self.matched &= ok
+        self.say.verdict(ok, command.where)
+        if not ok:
+            self.say.output(command.expected)
+
+    def _sh(self, command: str) -> subprocess.CompletedProcess[str]:
+        assert self.plane is not None
+        return subprocess.run(
+            ["/bin/sh", "-c", command],
+            cwd=self.options.repo,
+            env=self.plane.env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def _wait(self, done: Callable[[Mapping[str, Any]], bool], timeout: float, what: str) -> None:
+        """Poll the TrafficMap until `done`, narrating each home's state as it changes."""
+        assert self.plane is not None and self.controller is not None
+        started = time.monotonic()
+        shown = self._shown
+        while True:
+            trafficmap = self._trafficmap()
+            if trafficmap is not None:
+                for cluster, state in sorted(home_states(trafficmap).items()):
+                    if shown.get(cluster) != state:
+                        shown[cluster] = state
+                        self.say.detail(f"{time.monotonic() - started:5.1f}s  {cluster}: {state}")
+                if done(trafficmap):
+                    return
+            if time.monotonic() - started > timeout:
+                raise DemoError(
+                    f"gave up waiting for {what} after {timeout:.0f}s; "
+                    f"the end of the controller's log ({self.controller.log}):\n"
+                    f"{tail(self.controller.log)}"
+                )
+            time.sleep(0.5)
+
+    def _trafficmap(self) -> dict[str, Any] | None:
+        assert self.plane is not None
+        result = self.plane.kubectl(
+            "get", "trafficmap", spec.NAME, "-n", spec.NAMESPACE, "-o", "json", check=False
+        )
+        if result.returncode != 0:
+            return None
+        loaded: dict[str, Any] = json.loads(result.stdout)
+        return loaded
+
+
+def _capacities(trafficmap: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    entries = (trafficmap.get("spec") or {}).get("entries") or []
+    return [entry.get("capacity") or {} for entry in entries]
+
+
+def run_demo(options: DemoOptions, narrator: Narrator | None = None) -> bool:
+    """Run the demo; True when every output matched the specification."""
+    return Demo(options, narrator or Narrator(steps=STEPS)).run()
