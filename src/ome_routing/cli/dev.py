@@ -1,0 +1,119 @@
+"""`ome-routing dev`: the local control plane from the command line.
+
+    ome-routing dev tools              fetch and build the binaries (once)
+    ome-routing dev up [--dir DIR]     start etcd + kube-apiserver in the background
+    ome-routing dev down [--dir DIR]   stop them
+
+`dev up` prints shell lines for stdout (`eval "$(ome-routing dev up)"` works); everything
+else, progress included, goes to stderr.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+
+import click
+
+from ome_routing.devcluster import (
+    ControlPlaneError,
+    LocalControlPlane,
+    PkiError,
+    Tools,
+    ToolsError,
+    cache_dir,
+    ensure_tools,
+)
+
+
+def _progress(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _tools() -> Tools:
+    try:
+        return ensure_tools(progress=_progress)
+    except ToolsError as error:
+        raise click.ClickException(str(error)) from error
+
+
+def default_dir() -> Path:
+    """Where `dev up` keeps its control plane unless told otherwise."""
+    return cache_dir() / "cluster"
+
+
+def format_tools(tools: Tools) -> str:
+    """One line per binary: name and path."""
+    rows = [
+        ("kube-apiserver", tools.kube_apiserver),
+        ("etcd", tools.etcd),
+        ("kubectl", tools.kubectl),
+        ("helm", tools.helm),
+    ]
+    return "\n".join(f"{name:<16}{path}" for name, path in rows)
+
+
+def format_up(plane: LocalControlPlane) -> str:
+    """The shell lines that point kubectl and helm at a started control plane."""
+    kubeconfig = shlex.quote(str(plane.kubeconfig))
+    bin_dir = shlex.quote(str(plane.bin_dir))
+    return f'export KUBECONFIG={kubeconfig}\nexport PATH={bin_dir}:"$PATH"'
+
+
+_dir_option = click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory of the control plane (certificates, etcd data, logs, kubeconfig). "
+    "Default: ~/.cache/ome-routing/cluster.",
+)
+
+
+@click.group()
+def dev() -> None:
+    """Run a local control plane (etcd + kube-apiserver on 127.0.0.1) for development."""
+
+
+@dev.command()
+def tools() -> None:
+    """Fetch and build kube-apiserver, etcd, kubectl and helm into the cache (once)."""
+    started = time.monotonic()
+    found = _tools()
+    click.echo(format_tools(found))
+    _progress(f"tools ready in {time.monotonic() - started:.2f}s")
+
+
+@dev.command()
+@_dir_option
+def up(directory: Path | None) -> None:
+    """Start a control plane in the background and print how to use it."""
+    directory = directory or default_dir()
+    found = _tools()
+    started = time.monotonic()
+    plane = LocalControlPlane(directory, found, detached=True)
+    try:
+        plane.start()
+    except (ControlPlaneError, PkiError) as error:
+        raise click.ClickException(str(error)) from error
+    pids = ", ".join(f"{name} {pid}" for name, pid in sorted(plane.pids.items()))
+    _progress(
+        f"kube-apiserver {plane.version} ready at {plane.server_url} "
+        f"in {time.monotonic() - started:.1f}s (pids: {pids}; logs in {plane.dir})"
+    )
+    _progress(f"stop it with: ome-routing dev down --dir {shlex.quote(str(plane.dir))}")
+    click.echo(format_up(plane))
+
+
+@dev.command()
+@_dir_option
+def down(directory: Path | None) -> None:
+    """Stop the control plane started by `dev up`."""
+    directory = directory or default_dir()
+    try:
+        plane = LocalControlPlane.attach(directory)
+        plane.stop()
+    except ControlPlaneError as error:
+        raise click.ClickException(str(error)) from error
+    click.echo(f"control plane in {directory} stopped")

@@ -1,0 +1,89 @@
+"""Fixtures on a real control plane: etcd + kube-apiserver on loopback, one per test session.
+
+- `control_plane` (session): a started `LocalControlPlane` with the CRDs of `config/crd/`.
+- `kubeconfig` (session): its admin kubeconfig.
+- `kube_client`: an async lightkube client on that kubeconfig.
+- `namespace`: a fresh namespace for one test, deleted with everything in it afterwards.
+
+Every test under tests/e2e is marked `e2e`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from lightkube import AsyncClient, KubeConfig
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Namespace
+
+from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools
+
+E2E_DIR = Path(__file__).parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E_DIR in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the binaries before any test runs, so a first build is not cut by a test timeout."""
+    if session.config.option.collectonly or not any(
+        E2E_DIR in Path(str(item.path)).parents for item in session.items
+    ):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(message: str) -> None:
+        if reporter is not None:
+            reporter.write_line(f"[dev tools] {message}")
+        else:
+            print(f"[dev tools] {message}", file=sys.stderr, flush=True)
+
+    ensure_tools(progress=progress)
+
+
+@pytest.fixture(scope="session")
+def tools() -> Tools:
+    """The control plane's binaries (built before the session by pytest_collection_finish)."""
+    return ensure_tools()
+
+
+@pytest.fixture(scope="session")
+def control_plane(tools: Tools) -> Iterator[LocalControlPlane]:
+    with LocalControlPlane(tools=tools) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(control_plane: LocalControlPlane) -> Path:
+    return control_plane.kubeconfig
+
+
+@pytest.fixture
+async def kube_client(kubeconfig: Path) -> AsyncIterator[AsyncClient]:
+    # trust_env=False: the control plane is on loopback, never behind a proxy.
+    client = AsyncClient(KubeConfig.from_file(kubeconfig), trust_env=False, field_manager="e2e")
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+async def namespace(
+    kube_client: AsyncClient, control_plane: LocalControlPlane
+) -> AsyncIterator[str]:
+    created = await kube_client.create(Namespace(metadata=ObjectMeta(generateName="e2e-")))
+    assert created.metadata is not None and created.metadata.name is not None
+    name = created.metadata.name
+    try:
+        yield name
+    finally:
+        await asyncio.to_thread(control_plane.delete_namespace, name)
