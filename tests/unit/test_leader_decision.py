@@ -36,3 +36,15 @@ def test_anothers_lease_is_free_only_a_full_duration_after_we_saw_it_change(
 def test_inconsistent_timings_are_refused(duration: float, deadline: float, retry: float) -> None:
     with pytest.raises(ValueError, match="leader election needs"):
         ElectionSettings(lease_duration=duration, renew_deadline=deadline, retry_period=retry)
+
+
+def test_lease_stamps_always_carry_a_fraction_of_a_second() -> None:
+    """The API server refuses a MicroTime that lightkube prints without one."""
+    from unittest import mock
+
+    from ome_routing.kube import leader
+
+    whole = datetime(2026, 11, 29, 17, 0, 5, tzinfo=UTC)
+    with mock.patch.object(leader, "datetime", wraps=datetime) as clock:
+        clock.now.return_value = whole
+        assert leader.micro_now() == whole.replace(microsecond=1)

@@ -57,6 +57,16 @@ class Observation:
     seen_change_at: float
 
 
+def micro_now() -> datetime:
+    """The current time for a Lease's MicroTime fields.
+
+    lightkube writes a time whose microseconds are 0 without a fraction, which the API
+    server refuses for a MicroTime; one microsecond later is as good a stamp.
+    """
+    now = datetime.now(UTC)
+    return now if now.microsecond else now.replace(microsecond=1)
+
+
 def lease_is_free(
     observation: Observation | None, identity: str, now: float, duration: float
 ) -> bool:
@@ -140,7 +150,7 @@ class LeaderElector:
             self._observed = Observation(holder, renew, self._clock())
 
     async def _try_acquire_or_renew(self) -> bool:
-        now_wall = datetime.now(UTC)
+        now_wall = micro_now()
         try:
             try:
                 lease = await self._client.get(Lease, self._name, namespace=self._namespace)
@@ -199,7 +209,7 @@ class LeaderElector:
                 return
             lease.spec.holderIdentity = None
             lease.spec.leaseDurationSeconds = 1
-            lease.spec.renewTime = datetime.now(UTC)
+            lease.spec.renewTime = micro_now()
             await self._client.replace(lease)
         except (ApiError, OSError) as err:
             log.debug("releasing lease %s: %s", self._name, err)
