@@ -12,13 +12,8 @@ ends with the tail of the controller's log.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import os
-import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -27,20 +22,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-_PR_SET_PDEATHSIG = 1
+from ome_routing.devcluster import processes
+from ome_routing.devcluster.processes import tail
+
 # Loopback only: never send these requests through a proxy from the environment.
 _opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class ControllerError(RuntimeError):
     """The controller did not start."""
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
@@ -50,14 +40,6 @@ def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
             return int(response.status), response.read().decode(errors="replace")
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode(errors="replace")
-
-
-def tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except FileNotFoundError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
 
 
 class ControllerProcess:
@@ -76,27 +58,9 @@ class ControllerProcess:
         return self._child.pid if self._child is not None else None
 
     def start(self, timeout: float = 30.0) -> Self:
-        die_with_parent = threading.current_thread() is threading.main_thread()
-        parent = os.getpid()
-        libc = ctypes.CDLL(None, use_errno=True) if die_with_parent else None
-
-        def preexec() -> None:
-            if libc is not None:
-                libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-                if os.getppid() != parent:  # the parent died before prctl took effect
-                    os._exit(1)
-
-        with self.log.open("ab") as sink:
-            self._child = subprocess.Popen(
-                self.argv,
-                cwd=self.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=preexec if die_with_parent else None,
-                close_fds=True,
-            )
+        self._child = processes.spawn(
+            "controller", self.argv, self.log, outlive_parent=False, cwd=self.cwd
+        )
         try:
             self._wait_ready(timeout)
         except BaseException:
@@ -128,16 +92,8 @@ class ControllerProcess:
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM the controller's process group, SIGKILL it after `grace`, and reap it."""
         child, self._child = self._child, None
-        if child is None or child.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGTERM)
-        try:
-            child.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGKILL)
-            child.wait(timeout=10)
+        if child is not None:
+            processes.terminate(processes.identify("controller", child), grace, child)
 
     def __enter__(self) -> Self:
         return self.start()

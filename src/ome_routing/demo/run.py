@@ -33,10 +33,11 @@ from typing import Any
 import yaml
 
 from ome_routing.demo import spec
-from ome_routing.demo.controller import ControllerError, ControllerProcess, free_port, tail
+from ome_routing.demo.controller import ControllerError, ControllerProcess
 from ome_routing.demo.narration import Narrator
 from ome_routing.demo.reporters import LoopbackReporters
 from ome_routing.devcluster import LocalControlPlane, ensure_tools
+from ome_routing.devcluster.processes import free_ports, tail
 
 HOMES: dict[str, int] = {"worker-a": 3, "worker-b": 1}  # servable counts, as in Step 3
 ADMITTED = 2
@@ -217,7 +218,7 @@ class Demo:
     def _start_controller(self, stack: contextlib.ExitStack) -> None:
         assert self.plane is not None
         self.say.step("Start the routing controller with the chart values of Step 1")
-        port = free_port()
+        (port,) = free_ports(1)
         args = [
             "--config",
             VALUES_FILE,

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -61,7 +62,7 @@ def _stat(pid: int) -> tuple[str, int] | None:
 
 
 def spawn(
-    name: str, argv: list[str], log: Path, *, outlive_parent: bool
+    name: str, argv: Sequence[str], log: Path, *, outlive_parent: bool, cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:
     """Start `argv` in a new session with stdout and stderr appended to `log`."""
     die_with_parent = not outlive_parent and threading.current_thread() is threading.main_thread()
@@ -78,7 +79,8 @@ def spawn(
 
     with log.open("ab") as sink:
         return subprocess.Popen(
-            argv,
+            list(argv),
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=sink,
             stderr=subprocess.STDOUT,
