@@ -8,8 +8,10 @@ Starts nginx on loopback as a reporter that answers every poll with
   (c) the observer polling N homes pointed at it, saturated (demand above capacity),
   (d) the observer with 10,000 homes below saturation: p99 of (interval - period).
 
-Prints polls/s of (a)-(c), the ratios (c)/(b) and (c)/(a), the observer's CPU seconds
-per 1,000 polls, and the interval lag. Needs `nginx` and `wrk` on PATH (Debian:
+Prints polls/s of (a)-(c), the ratios (c)/(b) and (c)/(a), CPU seconds per 1,000 polls,
+the interval lag, the longest garbage collection of each phase, and the load average
+before and after. The process calls `observer.tune_gc()` first, as the controller does
+at startup (`--no-tune-gc` keeps CPython's defaults, for comparison). Needs `nginx` and `wrk` on PATH (Debian:
 `apt-get install -y nginx-light wrk`). Not a test: numbers depend on the machine.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import itertools
 import os
 import re
@@ -36,7 +39,14 @@ import aiohttp
 
 from ome_routing.core.config import CapacityPolicy
 from ome_routing.core.durations import Duration
-from ome_routing.observer import Observer, Outcome, PollClient, PollEvent, RequestBudget
+from ome_routing.observer import (
+    Observer,
+    Outcome,
+    PollClient,
+    PollEvent,
+    RequestBudget,
+    tune_gc,
+)
 
 NGINX_CONF = """
 worker_processes 1;
@@ -133,6 +143,24 @@ async def bare_fetch_loop(url: str, concurrency: int, seconds: float) -> tuple[f
     return count / wall, cpu / count * 1000
 
 
+class Collections:
+    """The longest garbage collection since the last `reset`, from `gc.callbacks`."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._start = 0.0
+        gc.callbacks.append(self._callback)
+
+    def reset(self) -> None:
+        self.longest = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.longest = max(self.longest, time.perf_counter() - self._start)
+
+
 class Recorder:
     """Counts polls and, when asked, keeps each home's send times."""
 
@@ -201,29 +229,56 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def main_async(args: argparse.Namespace, endpoint: str, wrk_rate: float) -> None:
+async def main_async(
+    args: argparse.Namespace, endpoint: str, wrk_rate: float, collections: Collections
+) -> None:
     url = endpoint + "/capacity"
-    bare_rate, bare_cpu = await bare_fetch_loop(url, args.budget, args.seconds)
-    print(
-        f"(b) bare aiohttp loop, {args.budget} at once:   {bare_rate:9.0f} polls/s  "
-        f"({bare_cpu:.3f} CPU s per 1,000)"
-    )
-    saturated, obs_rate, obs_cpu = await observe(
-        endpoint, args.saturate_homes, args.saturate_period, args.budget, args.seconds, 2.0, False
-    )
-    print(
-        f"(c) observer, {args.saturate_homes} homes every {args.saturate_period}s: "
-        f"{obs_rate:9.0f} polls/s  ({obs_cpu:.3f} CPU s per 1,000; "
-        f"{saturated.failures} failed)"
-    )
-    print(f"    (c)/(b) = {obs_rate / bare_rate:.2f}   (c)/(a) = {obs_rate / wrk_rate:.2f}")
+    ratios: list[float] = []
+    cpu_ratios: list[float] = []
+    for round_ in range(1, args.rounds + 1):
+        collections.reset()
+        bare_rate, bare_cpu = await bare_fetch_loop(url, args.budget, args.seconds)
+        print(
+            f"(b) bare aiohttp loop, {args.budget} at once:   {bare_rate:9.0f} polls/s  "
+            f"({bare_cpu:.3f} CPU s per 1,000; longest GC {collections.longest * 1000:.1f} ms)"
+            f"   round {round_}"
+        )
+        collections.reset()
+        saturated, obs_rate, obs_cpu = await observe(
+            endpoint,
+            args.saturate_homes,
+            args.saturate_period,
+            args.budget,
+            args.seconds,
+            2.0,
+            False,
+        )
+        print(
+            f"(c) observer, {args.saturate_homes} homes every {args.saturate_period}s: "
+            f"{obs_rate:9.0f} polls/s  ({obs_cpu:.3f} CPU s per 1,000; "
+            f"{saturated.failures} failed; longest GC {collections.longest * 1000:.1f} ms)"
+        )
+        ratios.append(obs_rate / bare_rate)
+        cpu_ratios.append(obs_cpu / bare_cpu)
+        print(
+            f"    (c)/(b) = {ratios[-1]:.2f}   (c)/(a) = {obs_rate / wrk_rate:.3f}   "
+            f"CPU per poll (c)/(b) = {cpu_ratios[-1]:.2f}"
+        )
+    if args.rounds > 1:
+        print(
+            f"    over {args.rounds} rounds: (c)/(b) median {statistics.median(ratios):.2f} "
+            f"(min {min(ratios):.2f}, max {max(ratios):.2f}); CPU per poll (c)/(b) median "
+            f"{statistics.median(cpu_ratios):.2f}"
+        )
+    collections.reset()
     lagged, lag_rate, lag_cpu = await observe(
         endpoint, args.lag_homes, args.lag_period, args.budget, args.lag_seconds, 0.0, True
     )
     lags = interval_lags(lagged, args.lag_period)
     print(
         f"(d) observer, {args.lag_homes} homes every {args.lag_period}s: "
-        f"{lag_rate:9.0f} polls/s  ({lag_cpu:.3f} CPU s per 1,000; {lagged.failures} failed)"
+        f"{lag_rate:9.0f} polls/s  ({lag_cpu:.3f} CPU s per 1,000; {lagged.failures} failed; "
+        f"longest GC {collections.longest * 1000:.1f} ms)"
     )
     if lags:
         print(
@@ -233,24 +288,43 @@ async def main_async(args: argparse.Namespace, endpoint: str, wrk_rate: float) -
         )
 
 
+def load_average() -> str:
+    return " ".join(f"{load:.2f}" for load in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=16, help="maxConcurrentRequests")
-    parser.add_argument("--seconds", type=float, default=12.0, help="length of (a), (b), (c)")
+    parser.add_argument("--seconds", type=float, default=8.0, help="length of (a), (b), (c)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="(b) then (c), this many times in a row"
+    )
     parser.add_argument("--saturate-homes", type=int, default=5000)
     parser.add_argument("--saturate-period", type=float, default=1.0)
     parser.add_argument("--lag-homes", type=int, default=10_000)
     parser.add_argument("--lag-period", type=float, default=10.0)
     parser.add_argument("--lag-seconds", type=float, default=22.0)
+    parser.add_argument(
+        "--no-tune-gc",
+        action="store_true",
+        help="keep CPython's garbage-collector defaults instead of observer.tune_gc()",
+    )
     args = parser.parse_args()
     for tool in ("nginx", "wrk"):
         if shutil.which(tool) is None and not os.path.exists(f"/usr/sbin/{tool}"):
             raise SystemExit(f"{tool} is missing: apt-get install -y nginx-light wrk")
-    print(f"python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, {os.cpu_count()} CPUs")
+    if not args.no_tune_gc:
+        tune_gc()  # as the controller does at startup
+    collections = Collections()
+    print(
+        f"python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, {os.cpu_count()} CPUs, "
+        f"gc thresholds {gc.get_threshold()}, load average {load_average()}"
+    )
     with nginx_reporter() as endpoint:
         wrk_rate = run_wrk(endpoint + "/capacity", args.budget, args.seconds)
         print(f"(a) wrk, {args.budget} connections:            {wrk_rate:9.0f} polls/s")
-        asyncio.run(main_async(args, endpoint, wrk_rate))
+        asyncio.run(main_async(args, endpoint, wrk_rate, collections))
+    print(f"load average after: {load_average()}")
 
 
 if __name__ == "__main__":

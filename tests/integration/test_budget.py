@@ -101,3 +101,56 @@ async def test_a_cancelled_poll_gives_its_slot_back(reporter: StartReporter) -> 
 def test_a_budget_needs_a_positive_limit(limit: int) -> None:
     with pytest.raises(ValueError, match=f"maxConcurrentRequests must be positive, got {limit}"):
         RequestBudget(limit)
+
+
+async def test_a_slot_given_back_goes_to_the_oldest_waiter() -> None:
+    """First come, first served: a request that arrives later cannot take it first."""
+    budget = RequestBudget(1)
+    assert budget.try_acquire()
+    order: list[str] = []
+
+    async def wait(name: str) -> None:
+        await budget.acquire()
+        order.append(name)
+        budget.release()
+
+    first = asyncio.create_task(wait("first"))
+    await asyncio.sleep(0)
+    second = asyncio.create_task(wait("second"))
+    await asyncio.sleep(0)
+    budget.release()
+    assert not budget.try_acquire()  # passed on to "first", not free for a newcomer
+    await asyncio.gather(first, second)
+    assert order == ["first", "second"]
+    assert budget.in_use == 0 and budget.waiting == 0 and budget.granted == 3
+
+
+async def test_a_cancelled_waiter_leaves_the_queue_and_takes_no_slot() -> None:
+    budget = RequestBudget(1)
+    assert budget.try_acquire()
+    waiter = asyncio.create_task(budget.acquire())
+    await asyncio.sleep(0)
+    assert budget.waiting == 1
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert budget.waiting == 0
+    budget.release()
+    assert budget.in_use == 0
+    assert budget.try_acquire()
+
+
+async def test_a_waiter_cancelled_as_its_slot_arrives_passes_the_slot_on() -> None:
+    budget = RequestBudget(1)
+    assert budget.try_acquire()
+    cancelled = asyncio.create_task(budget.acquire())
+    following = asyncio.create_task(budget.acquire())
+    await asyncio.sleep(0)
+    budget.release()  # the slot goes to `cancelled`, which has not run yet
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert await following >= 0.0
+    assert budget.in_use == 1 and budget.waiting == 0
+    budget.release()
+    assert budget.in_use == 0

@@ -403,6 +403,32 @@ async def test_a_server_that_never_answers_is_unreachable_after_the_timeout(
     assert result.outcome is Outcome.UNREACHABLE
 
 
+async def test_polls_underway_together_each_time_out_after_their_own_timeout(
+    client: PollClient, raw_server: StartRaw
+) -> None:
+    """A shorter timeout sent after a longer one still ends first, with its own reason."""
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(30)
+
+    base = await raw_server(silent)
+    loop = asyncio.get_running_loop()
+
+    async def timed(timeout: str) -> tuple[str | None, float]:
+        start = loop.time()
+        result = await poll(client, base + "/capacity", timeout=timeout)
+        return result.reason, loop.time() - start
+
+    long = asyncio.create_task(timed("600ms"))
+    await asyncio.sleep(0.05)
+    (long_reason, long_took), (short_reason, short_took) = await asyncio.gather(
+        long, timed("100ms")
+    )
+    assert short_reason == "capacity endpoint unreachable: timed out after 100ms"
+    assert long_reason == "capacity endpoint unreachable: timed out after 600ms"
+    assert short_took < 0.5 <= long_took
+
+
 async def test_a_body_that_stalls_does_not_complete(
     client: PollClient, raw_server: StartRaw
 ) -> None:

@@ -34,6 +34,7 @@ from ome_routing.kube.controller import Controller
 from ome_routing.kube.leader import LeaderElector
 from ome_routing.logs import configure
 from ome_routing.metrics import RoutingMetrics
+from ome_routing.observer import tune_gc
 
 log = logging.getLogger("ome_routing.setup")
 
@@ -155,6 +156,9 @@ async def _serve(options: dict[str, Any]) -> int:
         log.error("connect to the API server: no kubeconfig or in-cluster credentials")
         return 1
 
+    # Everything made so far lives as long as the process: keep the collector off it, so
+    # that full collections do not stall the polls of thousands of homes.
+    tune_gc()
     ready = asyncio.Event()
     runner = web.AppRunner(_health_app(metrics, ready), access_log=None)
     await runner.setup()

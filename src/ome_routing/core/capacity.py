@@ -27,12 +27,12 @@ States and their fallback reasons (`WindowState`, `_REASONS`):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from ome_routing.core.durations import Duration
-from ome_routing.core.report import FUTURE, Reading, freshness_failure, stale_reason
+from ome_routing.core.report import FUTURE, Reading, stale_reason
 
 NO_REPORT_YET = "no capacity report yet"
 
@@ -96,6 +96,8 @@ class WindowSettings:
     samples: int
     quorum: int
     max_age: Duration
+    #: `max_age` as the shortest whole-microsecond span at least as long (derived)
+    max_age_span: timedelta = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.samples < 1:
@@ -106,6 +108,8 @@ class WindowSettings:
             )
         if self.max_age.nanoseconds <= 0:
             raise ValueError(f"maxAge ({self.max_age}) must be positive")
+        # asked for on every poll and every judgement: worked out once
+        object.__setattr__(self, "max_age_span", self.max_age.ceil_timedelta())
 
 
 class WindowState(StrEnum):
@@ -140,27 +144,29 @@ def empty_window(settings: WindowSettings) -> Window:
     return Window(settings)
 
 
-def _cutoff(window: Window, now: datetime) -> datetime | None:
-    """Readings observed at or before this moment have reached `maxAge` at `now`."""
-    try:
-        return now - window.settings.max_age.ceil_timedelta()
-    except OverflowError:  # before year 1: nothing can be that old
-        return None
+_NO_TIME = timedelta(0)
 
 
 def _fresh(window: Window, now: datetime) -> list[Reading]:
-    cutoff = _cutoff(window, now)
-    if cutoff is None:
+    """The readings that have not reached `maxAge` at `now`."""
+    try:
+        cutoff = now - window.settings.max_age_span
+    except OverflowError:  # before year 1: nothing can be that old
         return list(window.readings)
     return [reading for reading in window.readings if reading.observed_at > cutoff]
 
 
 def record_reading(window: Window, reading: Reading, now: datetime) -> Window:
-    """Add the reading of a successful poll; a future or stale one fails the poll."""
+    """Add the reading of a successful poll; a future or stale one fails the poll.
+
+    The checks are `report.freshness_failure`'s, with the window's span worked out once.
+    """
     settings = window.settings
-    failure = freshness_failure(reading, now, settings.max_age)
-    if failure is not None:
-        return Window(settings, failure=failure, stale=failure != FUTURE)
+    age = now - reading.observed_at
+    if age < _NO_TIME:
+        return Window(settings, failure=FUTURE)
+    if age >= settings.max_age_span:
+        return Window(settings, failure=stale_reason(settings.max_age), stale=True)
     kept = _fresh(window, now)
     lost_to_age = window.expired or len(kept) < len(window.readings)
     kept.append(reading)
@@ -215,7 +221,10 @@ def _ceiling(fresh: list[Reading], quorum: int) -> int:
 
 def verdict(window: Window, now: datetime) -> Verdict:
     """The home's ceiling at `now`, or the reason it has none."""
-    window_state, fresh = _assess(window, now)
+    return _verdict(window, *_assess(window, now))
+
+
+def _verdict(window: Window, window_state: WindowState, fresh: list[Reading]) -> Verdict:
     if window_state is WindowState.USABLE:
         return Verdict(_ceiling(fresh, window.settings.quorum), None)
     return Verdict(None, fallback_reason(window_state, window, len(fresh)))
@@ -230,14 +239,29 @@ def next_change(window: Window, now: datetime) -> datetime | None:
     effect, as long as `quorum` fresh readings remain.
     """
     window_state, fresh = _assess(window, now)
+    ceiling = _ceiling(fresh, window.settings.quorum) if window_state is WindowState.USABLE else 0
+    return _next_change(window, window_state, fresh, ceiling)
+
+
+def judge(window: Window, now: datetime) -> tuple[Verdict, datetime | None]:
+    """`verdict` and `next_change` at `now` together, looking at the readings once."""
+    window_state, fresh = _assess(window, now)
+    judged = _verdict(window, window_state, fresh)
+    ceiling = judged.ceiling if judged.ceiling is not None else 0
+    return judged, _next_change(window, window_state, fresh, ceiling)
+
+
+def _next_change(
+    window: Window, window_state: WindowState, fresh: list[Reading], ceiling: int
+) -> datetime | None:
+    """`ceiling` is the verdict's while the window is usable (unused otherwise)."""
     if not fresh:
         return None
-    step = window.settings.max_age.ceil_timedelta()
+    step = window.settings.max_age_span
     try:
         if window_state is not WindowState.USABLE:
             return min(reading.observed_at for reading in fresh) + step
         quorum = window.settings.quorum
-        ceiling = _ceiling(fresh, quorum)
         expiries = sorted(reading.observed_at for reading in fresh)
         # losing len(fresh) - quorum + 1 readings, whichever, leaves less than a quorum
         moment = expiries[len(fresh) - quorum]

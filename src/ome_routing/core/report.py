@@ -39,6 +39,34 @@ _RFC3339 = re.compile(
 )
 
 
+_JSON_SPACE = rb"[ \t\n\r]*"
+#: The usual report, `servable` first, nothing else, no escapes: read without the JSON
+#: decoder. A body of any other shape takes the general path; so does one that matches
+#: but holds an impossible time, so that every reason comes from one place.
+_PLAIN_REPORT = re.compile(
+    _JSON_SPACE
+    + rb"\{"
+    + _JSON_SPACE
+    + rb'"servable"'
+    + _JSON_SPACE
+    + rb":"
+    + _JSON_SPACE
+    + rb"(0|[1-9][0-9]{0,17})"  # at most 18 digits: always within an int64
+    + _JSON_SPACE
+    + rb","
+    + _JSON_SPACE
+    + rb'"observedAt"'
+    + _JSON_SPACE
+    + rb":"
+    + _JSON_SPACE
+    + rb'"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?'
+    + rb'(?:([Zz])|([+-])([0-9]{2}):([0-9]{2}))"'
+    + _JSON_SPACE
+    + rb"\}"
+    + _JSON_SPACE
+)
+
+
 def negative_reason(servable: int) -> str:
     return f"capacity report is negative ({servable})"
 
@@ -172,11 +200,45 @@ def _load(text: str) -> object:
         raise _invalid("JSON nested too deeply") from None
 
 
+def _plain_report(body: bytes) -> Reading | None:
+    """The reading of a body in the usual shape, or None to take the general path."""
+    match = _PLAIN_REPORT.fullmatch(body)
+    if match is None:
+        return None
+    groups = match.groups()
+    if groups[8]:
+        tz = UTC
+    else:
+        offset_hours, offset_minutes = int(groups[10]), int(groups[11])
+        if offset_hours > 23 or offset_minutes > 59:
+            return None
+        offset = timedelta(hours=offset_hours, minutes=offset_minutes)
+        tz = timezone(-offset if groups[9] == b"-" else offset)
+    fraction = groups[7]
+    try:
+        observed_at = datetime(
+            int(groups[1]),
+            int(groups[2]),
+            int(groups[3]),
+            int(groups[4]),
+            int(groups[5]),
+            int(groups[6]),
+            int(fraction[:6].ljust(6, b"0")) if fraction else 0,
+            tzinfo=tz,
+        )
+    except ValueError:
+        return None
+    return Reading(servable=int(groups[0]), observed_at=observed_at)
+
+
 def parse_report(body: bytes) -> Reading:
     """Read a `Report` body, or raise `ReportError` with the exact fallback reason.
 
     A field that is absent or null counts as missing; so does an empty `observedAt`.
     """
+    plain = _plain_report(body)
+    if plain is not None:
+        return plain
     if not body.strip():
         raise _invalid("empty body")
     try:

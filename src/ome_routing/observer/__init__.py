@@ -7,6 +7,7 @@ failures to the core. It never computes weights.
 - `PollClient`, `build_request`, `request_for_url`, `join_poll_url` (polling): one poll.
 - `Observer` (observer): one schedule and one window per home; verdict changes.
 - `failures`: the fallback reason families, and `Outcome` for counting polls.
+- `tune_gc` (tuning): the garbage-collector settings the controller applies at startup.
 """
 
 from ome_routing.observer.budget import RequestBudget, Slot
@@ -27,6 +28,7 @@ from ome_routing.observer.polling import (
     join_poll_url,
     request_for_url,
 )
+from ome_routing.observer.tuning import tune_gc
 
 __all__ = [
     "NoStats",
@@ -44,5 +46,6 @@ __all__ = [
     "build_request",
     "join_poll_url",
     "request_for_url",
+    "tune_gc",
     "wall_clock",
 ]

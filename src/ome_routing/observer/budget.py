@@ -3,11 +3,17 @@
 Capacity polls and health probes both take a slot before their request is sent, and
 give it back when the answer has been read. Waiting for a slot never fails a request:
 its `timeout` starts only once it holds one. The budget records how long requests waited.
+
+Slots go to waiting requests first come, first served: a slot given back passes
+straight to the oldest waiter, so a request that arrives later cannot take it first.
+It runs once per request, so it is kept lean: no lock object, and no await at all
+while a slot is free.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -26,8 +32,8 @@ class RequestBudget:
         if limit < 1:
             raise ValueError(f"maxConcurrentRequests must be positive, got {limit}")
         self._limit = limit
-        self._free = asyncio.Semaphore(limit)
-        self._waiting = 0
+        #: waiters, oldest first; a cancelled one leaves the queue at once
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._waited_total = 0.0
         self._granted = 0
         self._held = 0
@@ -44,7 +50,7 @@ class RequestBudget:
     @property
     def waiting(self) -> int:
         """How many requests wait for a slot now."""
-        return self._waiting
+        return len(self._waiters)
 
     @property
     def granted(self) -> int:
@@ -60,26 +66,49 @@ class RequestBudget:
         """Hold one slot for the body of an `async with`; it yields a `Slot`."""
         return _Holding(self)
 
-    async def _acquire(self) -> Slot:
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free and nobody waits for it; give it back with `release`."""
+        if self._held < self._limit and not self._waiters:
+            self._held += 1
+            self._granted += 1
+            return True
+        return False
+
+    async def acquire(self) -> float:
+        """Take a slot, waiting for one if need be; returns the seconds waited.
+
+        Give it back with `release`, also when the request fails.
+        """
+        if self.try_acquire():
+            return 0.0
         loop = asyncio.get_running_loop()
         start = loop.time()
-        if self._free.locked():
-            self._waiting += 1
-            try:
-                await self._free.acquire()
-            finally:
-                self._waiting -= 1
-        else:
-            await self._free.acquire()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.cancelled():
+                if waiter in self._waiters:  # `release` may have dropped it already
+                    self._waiters.remove(waiter)
+            else:  # the slot was passed on as the wait was cancelled: pass it on again
+                self.release()
+            raise
+        # `release` counted the slot as held when it passed it on
         waited = loop.time() - start
         self._granted += 1
         self._waited_total += waited
-        self._held += 1
-        return Slot(waited)
+        return waited
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """Give a slot back: to the oldest waiter, or to the free ones."""
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
         self._held -= 1
-        self._free.release()
 
 
 class _Holding:
@@ -91,7 +120,7 @@ class _Holding:
         self._budget = budget
 
     async def __aenter__(self) -> Slot:
-        return await self._budget._acquire()
+        return Slot(await self._budget.acquire())
 
     async def __aexit__(
         self,
@@ -99,4 +128,4 @@ class _Holding:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._budget._release()
+        self._budget.release()

@@ -32,10 +32,10 @@ from ome_routing.core.capacity import (
     Window,
     WindowSettings,
     empty_window,
+    judge,
     next_change,
     record_failure,
     record_reading,
-    verdict,
 )
 from ome_routing.core.config import CapacityPolicy
 from ome_routing.observer import failures
@@ -112,6 +112,9 @@ class _Home:
     request: PollRequest | PollFailure
     window: Window
     verdict: Verdict
+    #: the window's `next_change` as judged at `judged_at` (it holds until that moment)
+    change: datetime | None
+    judged_at: datetime
     task: asyncio.Task[None] | None = None
 
 
@@ -209,6 +212,7 @@ class Observer:
             self._retire(home)
             home.window = record_failure(home.window, reason)
             home.verdict = Verdict(None, reason)
+            home.change = None
         await self._drain()
 
     async def _drain(self) -> None:
@@ -225,7 +229,9 @@ class Observer:
             window = record_failure(window, reason)
         elif isinstance(request, PollFailure):
             window = record_failure(window, request.reason)
-        return _Home(key, endpoint, policy, request, window, verdict(window, self._clock()))
+        now = self._clock()
+        judged, change = judge(window, now)
+        return _Home(key, endpoint, policy, request, window, judged, change, now)
 
     def _launch(self, home: _Home) -> None:
         if isinstance(home.request, PollFailure):
@@ -241,7 +247,8 @@ class Observer:
             task.add_done_callback(self._retiring.discard)
 
     def _judge(self, home: _Home, now: datetime) -> None:
-        judged = verdict(home.window, now)
+        judged, home.change = judge(home.window, now)
+        home.judged_at = now
         if judged != home.verdict:
             home.verdict = judged
             if self._homes.get(home.key) is home:
@@ -253,7 +260,8 @@ class Observer:
         period = policy.period.seconds
         due = loop.time() + first_offset(home.key, period)
         while True:
-            await self._wait_until(home, due, loop)
+            if loop.time() < due:
+                await self._wait_until(home, due, loop)
             started = loop.time()
             result = await self._client.poll(request, policy.timeout)
             now = self._clock()
@@ -280,7 +288,9 @@ class Observer:
                 return
             wake = due
             now = self._clock()
-            change = next_change(home.window, now)
+            # judged after the last poll or wake-up; it holds until its moment, unless
+            # the clock has gone back since
+            change = home.change if now >= home.judged_at else next_change(home.window, now)
             if change is not None:
                 # never spin: a moment already past is judged after a millisecond
                 wake = min(due, at + max((change - now).total_seconds(), 0.001))

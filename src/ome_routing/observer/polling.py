@@ -8,7 +8,9 @@ redirects, does not decompress, and reads at most `maxResponseBytes` bytes of th
 Time: the poll's `timeout` starts when the request is sent, once it holds a slot of the
 shared `RequestBudget`; the wait for the slot is measured and never fails the poll. No
 status line and headers within the timeout is "unreachable"; running out of time while
-reading the body is "did not complete".
+reading the body is "did not complete". The timeouts of a client's polls share one
+timer (`deadlines`), since a timer of their own for each poll costs more than the rest
+of the observer's work on it.
 
 Errors: every failure is a `failures.PollFailure` whose `reason` is the exact
 fallback reason; `PollClient.poll` returns it in a `PollResult` instead of raising.
@@ -29,6 +31,7 @@ from ome_routing.core.durations import Duration
 from ome_routing.core.report import Reading, ReportError, parse_report
 from ome_routing.observer import failures
 from ome_routing.observer.budget import RequestBudget
+from ome_routing.observer.deadlines import Deadlines
 from ome_routing.observer.failures import Outcome, PollFailure
 
 METHODS = ("GET", "POST")
@@ -159,6 +162,8 @@ class PollClient:
             raise_for_status=False,
         )
         self._closing = False
+        self._loop = asyncio.get_running_loop()
+        self._deadlines = Deadlines(self._loop)
 
     @property
     def budget(self) -> RequestBudget:
@@ -172,6 +177,7 @@ class PollClient:
         """Close every connection; polls after this fail as not submitted."""
         self._closing = True
         await self._session.close()
+        self._deadlines.close()
 
     async def __aenter__(self) -> PollClient:
         return self
@@ -188,32 +194,39 @@ class PollClient:
         """Send one poll once a budget slot is free, and read its answer."""
         if self._closing:
             return _failed(failures.not_submitted("observer is stopping"), 0.0, 0.0)
-        async with self._budget.slot() as slot:
+        budget = self._budget
+        waited = 0.0 if budget.try_acquire() else await budget.acquire()
+        try:
             if self._closing:
-                return _failed(failures.not_submitted("observer is stopping"), slot.waited, 0.0)
-            loop = asyncio.get_running_loop()
+                return _failed(failures.not_submitted("observer is stopping"), waited, 0.0)
+            loop = self._loop
             start = loop.time()
             try:
-                reading = await self._fetch(request, timeout)
+                reading = await self._fetch(request, timeout, start)
             except PollFailure as failure:
-                return _failed(failure, slot.waited, loop.time() - start)
-            return PollResult(Outcome.OK, reading, None, slot.waited, loop.time() - start)
+                return _failed(failure, waited, loop.time() - start)
+            return PollResult(Outcome.OK, reading, None, waited, loop.time() - start)
+        finally:
+            budget.release()
 
-    async def _fetch(self, request: PollRequest, timeout: Duration) -> Reading:
+    async def _fetch(self, request: PollRequest, timeout: Duration, start: float) -> Reading:
         answered = False
         try:
-            async with asyncio.timeout(timeout.seconds):
-                async with self._session.request(
+            # the timeout's start is `start`, when the request goes out
+            async with (
+                self._deadlines.limit(start + timeout.seconds),
+                self._session.request(
                     request.method, request.url, allow_redirects=False
-                ) as response:
-                    answered = True
-                    try:
-                        if response.status != 200:
-                            raise failures.http_status(response.status)
-                        body = await self._read_body(response)
-                    except BaseException:
-                        response.close()
-                        raise
+                ) as response,
+            ):
+                answered = True
+                try:
+                    if response.status != 200:
+                        raise failures.http_status(response.status)
+                    body = await self._read_body(response)
+                except BaseException:
+                    response.close()
+                    raise
         except TimeoutError:
             if answered:
                 raise failures.incomplete(failures.timed_out(timeout)) from None

@@ -1,0 +1,82 @@
+"""Request time limits on one shared timer: they behave as `asyncio.timeout` does."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ome_routing.observer.deadlines import Deadlines
+
+pytestmark = pytest.mark.timeout(10)
+
+
+async def within(deadlines: Deadlines, seconds: float, work: float) -> str:
+    """Sleep `work` seconds under a limit `seconds` from now; say how it ended."""
+    loop = asyncio.get_running_loop()
+    try:
+        async with deadlines.limit(loop.time() + seconds):
+            await asyncio.sleep(work)
+    except TimeoutError:
+        return "timed out"
+    return "done"
+
+
+async def test_a_body_that_outlasts_its_limit_raises_timeout_error() -> None:
+    deadlines = Deadlines(asyncio.get_running_loop())
+    assert await within(deadlines, 0.05, 5) == "timed out"
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
+    assert len(deadlines) == 0
+
+
+async def test_a_body_that_ends_in_time_is_left_alone() -> None:
+    deadlines = Deadlines(asyncio.get_running_loop())
+    assert await within(deadlines, 0.2, 0.01) == "done"
+    await asyncio.sleep(0.3)  # past the limit: nothing is cancelled later
+    assert len(deadlines) == 0
+
+
+async def test_each_limit_expires_at_its_own_moment_whatever_the_order() -> None:
+    """A shorter limit set after a longer one still ends first; the longer one still ends."""
+    deadlines = Deadlines(asyncio.get_running_loop())
+    loop = asyncio.get_running_loop()
+    ended: dict[str, float] = {}
+
+    async def timed(name: str, seconds: float) -> None:
+        start = loop.time()
+        assert await within(deadlines, seconds, 5) == "timed out"
+        ended[name] = loop.time() - start
+
+    long = asyncio.create_task(timed("long", 0.3))
+    await asyncio.sleep(0.01)
+    short = asyncio.create_task(timed("short", 0.05))
+    await asyncio.gather(long, short)
+    assert 0.05 <= ended["short"] < 0.25
+    assert ended["long"] >= 0.3
+
+
+async def test_limits_keep_expiring_after_earlier_ones_ended_in_time() -> None:
+    deadlines = Deadlines(asyncio.get_running_loop())
+    results = await asyncio.gather(
+        within(deadlines, 0.05, 0.01),
+        within(deadlines, 0.1, 5),
+        within(deadlines, 0.15, 0.01),
+        within(deadlines, 0.2, 5),
+    )
+    assert list(results) == ["done", "timed out", "done", "timed out"]
+
+
+async def test_a_cancellation_from_elsewhere_stays_a_cancellation() -> None:
+    deadlines = Deadlines(asyncio.get_running_loop())
+    task = asyncio.create_task(within(deadlines, 5, 5))
+    await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(deadlines) == 0
+
+
+async def test_a_limit_already_past_expires_at_the_next_turn() -> None:
+    deadlines = Deadlines(asyncio.get_running_loop())
+    assert await within(deadlines, -1, 5) == "timed out"

@@ -1,0 +1,82 @@
+"""The fast path for the usual report shape reads exactly what the general parser reads."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ome_routing.core import report
+
+SPACE = st.sampled_from(["", " ", "\n", "\t", "\r\n  "])
+
+
+def general(body: bytes, monkeypatch: pytest.MonkeyPatch) -> report.Reading | str:
+    with monkeypatch.context() as patch:
+        patch.setattr(report, "_plain_report", lambda _body: None)
+        try:
+            return report.parse_report(body)
+        except report.ReportError as err:
+            return err.reason
+
+
+@st.composite
+def usual_bodies(draw: st.DrawFn) -> bytes:
+    servable = draw(st.integers(0, 10**18 - 1))
+    moment = draw(st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 30)))
+    offset = draw(st.integers(-23 * 60 - 59, 23 * 60 + 59))
+    zone = draw(st.sampled_from(["Z", "z", "offset"]))
+    fraction = draw(st.text("0123456789", max_size=9))
+    sign = "-" if offset < 0 else "+"
+    suffix = zone if zone != "offset" else f"{sign}{abs(offset) // 60:02d}:{abs(offset) % 60:02d}"
+    stamp = (
+        moment.strftime("%Y-%m-%dT%H:%M:%S").rjust(19, "0")
+        + (f".{fraction}" if fraction else "")
+        + suffix
+    )
+    s = [draw(SPACE) for _ in range(8)]
+    text = f'{s[0]}{{{s[1]}"servable"{s[2]}:{s[3]}{servable}{s[4]},{s[5]}"observedAt":{s[6]}"{stamp}"{s[7]}}}'
+    return text.encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(usual_bodies())
+def test_the_fast_path_agrees_with_the_general_parser(body: bytes) -> None:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        expected = general(body, monkeypatch)
+    try:
+        actual: report.Reading | str = report.parse_report(body)
+    except report.ReportError as err:
+        actual = err.reason
+    assert actual == expected
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"servable": 4, "observedAt": "2026-02-30T10:00:00Z"}',  # no such day
+        b'{"servable": 4, "observedAt": "2026-09-28T10:00:00+24:00"}',  # no such offset
+        b'{"servable": 4, "observedAt": "2026-09-28T25:00:00Z"}',
+    ],
+)
+def test_impossible_times_in_the_usual_shape_get_the_general_reason(
+    body: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = general(body, monkeypatch)
+    assert isinstance(expected, str) and expected.startswith(
+        "capacity response is not a valid report: "
+    )
+    with pytest.raises(report.ReportError) as caught:
+        report.parse_report(body)
+    assert caught.value.reason == expected
+
+
+def test_the_usual_shape_is_read_by_the_fast_path() -> None:
+    """Guard that the property above really exercises the fast path."""
+    reading = report._plain_report(b'{"servable": 4, "observedAt": "2026-09-28T10:00:00.5+02:00"}')
+    assert reading == report.Reading(
+        4, datetime(2026, 9, 28, 10, 0, 0, 500000, tzinfo=timezone(timedelta(hours=2)))
+    )
+    assert reading is not None and reading.observed_at.astimezone(UTC).hour == 8
