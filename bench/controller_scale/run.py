@@ -1,0 +1,444 @@
+"""Controller at scale: 1,000 routed InferenceServices x 3 homes on a local control plane.
+
+Polls go to nginx on loopback (Debian `nginx-light`), one location answering every home
+with a fresh report. Measured in one run:
+
+- convergence: time from creating the services to every home having a ceiling;
+- change latency: a reporter's new count to the TrafficMap write that shows it, p50/p99,
+  both from the change and from the first poll that saw it (the latter is the controller's
+  own share; the former adds up to one poll period). Measured on extra services whose
+  homes answer from an in-process reporter, with a poll of samples 1, quorum 1, period 1s;
+- API writes per minute in steady state, from the controller's write counter and,
+  independently, from the TrafficMap watch events (target: 0);
+- controller memory per home: resident memory after convergence minus before any
+  service existed, divided by the number of homes.
+
+Not a test: the figures depend on the machine. Usage: python bench/controller_scale/run.py
+[--services 1000] [--steady-seconds 60] [--trials 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+from aiohttp import web
+from lightkube import AsyncClient, KubeConfig
+from lightkube.core.generic_client import ALL_NS
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Namespace
+from lightkube.types import PatchType
+
+from ome_routing.core.report import format_rfc3339
+from ome_routing.devcluster import LocalControlPlane, ensure_tools
+from ome_routing.kube.resources import InferenceService, TrafficMap
+
+CLUSTERS = ("worker-a", "worker-b", "worker-c")
+NAMESPACES = 10
+NGINX_CONF = """
+worker_processes 1;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 8192; }}
+http {{
+    access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout 60s;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    server {{
+        listen 127.0.0.1:{port};
+        location ~ /capacity$ {{
+            default_type application/json;
+            return 200 '{{"servable": 4, "observedAt": "$time_iso8601"}}';
+        }}
+    }}
+}}
+"""
+CHART_POLL = {
+    "path": "/capacity",
+    "method": "GET",
+    "format": "Report",
+    "samples": 3,
+    "quorum": 2,
+    "period": "10s",
+    "timeout": "3s",
+    "maxAge": "30s",
+}
+FAST_POLL = {
+    **CHART_POLL,
+    "samples": 1,
+    "quorum": 1,
+    "period": "1s",
+    "timeout": "500ms",
+    "maxAge": "5s",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def nginx(prefix: Path) -> Iterator[str]:
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(binary).exists():
+        raise SystemExit("nginx is missing: apt-get install -y nginx-light")
+    port = free_port()
+    conf = prefix / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(prefix=prefix, port=port))
+    proc = subprocess.Popen(
+        [binary, "-p", str(prefix), "-c", str(conf), "-g", "daemon off;"], stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("nginx did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.send_signal(signal.SIGQUIT)
+        proc.wait(timeout=10)
+
+
+class ChangingReporter:
+    """In-process reporter for the latency homes: records when a changed count is first polled."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        #: the (home, count) pairs a trial waits for; only those are timed
+        self.awaiting: set[tuple[str, int]] = set()
+        self.first_seen: dict[tuple[str, int], float] = {}
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        async def handle(request: web.Request) -> web.Response:
+            home = request.match_info["home"]
+            count = self.counts.get(home, 4)
+            if (home, count) in self.awaiting:
+                self.first_seen.setdefault((home, count), time.monotonic())
+            body = {"servable": count, "observedAt": format_rfc3339(datetime.now(UTC))}
+            return web.json_response(body)
+
+        app = web.Application()
+        app.router.add_get("/{home}/capacity", handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def isvc(namespace: str, name: str, capacity: dict[str, Any] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"placement": {"policy": "ClusterAffinity", "mode": "All"}}
+    if capacity is not None:
+        spec["routing"] = {"capacity": capacity}
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def placement(endpoints: dict[str, str]) -> dict[str, Any]:
+    return {
+        "status": {
+            "placement": {
+                "phase": "Placed",
+                "candidates": [
+                    {
+                        "cluster": c,
+                        "phase": "Admitted",
+                        "endpoint": e,
+                        "admittedReplicas": 4,
+                        "readyReplicas": 4,
+                    }
+                    for c, e in endpoints.items()
+                ],
+            }
+        }
+    }
+
+
+async def bounded(coros: list[Any], limit: int = 16) -> None:
+    gate = asyncio.Semaphore(limit)
+
+    async def one(coro: Any) -> None:
+        async with gate:
+            await coro
+
+    await asyncio.gather(*(one(c) for c in coros))
+
+
+async def writes_total(metrics_url: str) -> float:
+    async with (
+        aiohttp.ClientSession(trust_env=False) as session,
+        session.get(metrics_url) as response,
+    ):
+        text = await response.text()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("ome_routing_trafficmap_writes_total{")
+    )
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def main_async(
+    args: argparse.Namespace, plane: LocalControlPlane, endpoint: str, workdir: Path
+) -> dict[str, Any]:
+    client = AsyncClient(
+        KubeConfig.from_file(plane.kubeconfig), trust_env=False, field_manager="bench"
+    )
+    reporter = ChangingReporter()
+    await reporter.start()
+    values = {
+        "ome": {
+            "multicluster": {
+                "enabled": True,
+                "role": "control-plane",
+                "config": {"routing": {"enabled": True, "capacity": CHART_POLL}},
+            }
+        }
+    }
+    (workdir / "values.yaml").write_text(yaml.safe_dump(values))
+    metrics_port = free_port()
+    controller_log = (workdir / "controller.log").open("wb")
+    controller = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ome_routing.cli.main",
+            "controller",
+            "--config",
+            str(workdir / "values.yaml"),
+            "--kubeconfig",
+            str(plane.kubeconfig),
+            "--namespace",
+            "default",
+            "--no-leader-elect",
+            "--metrics-bind-address",
+            f"127.0.0.1:{metrics_port}",
+        ],
+        stdout=controller_log,
+        stderr=subprocess.STDOUT,
+    )
+    metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+    try:
+        while "controller started" not in (workdir / "controller.log").read_text():
+            if controller.poll() is not None:
+                raise SystemExit((workdir / "controller.log").read_text())
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(2)
+        base_rss = rss_bytes(controller.pid)
+
+        namespaces = [f"bench-{i}" for i in range(NAMESPACES)]
+        for ns in namespaces:
+            await client.create(Namespace(metadata=ObjectMeta(name=ns)))
+        services = [(namespaces[i % NAMESPACES], f"svc-{i:04d}") for i in range(args.services)]
+        probes = [("bench-latency", f"probe-{i:02d}") for i in range(args.probes)]
+        await client.create(Namespace(metadata=ObjectMeta(name="bench-latency")))
+        started = time.monotonic()
+        await bounded(
+            [client.create(InferenceService.from_dict(isvc(ns, n, None))) for ns, n in services]
+        )
+        await bounded(
+            [client.create(InferenceService.from_dict(isvc(ns, n, FAST_POLL))) for ns, n in probes]
+        )
+        await bounded(
+            [
+                client.patch(
+                    InferenceService.Status,
+                    n,
+                    placement({c: f"{endpoint}/{ns}/{n}/{c}" for c in CLUSTERS}),
+                    namespace=ns,
+                    patch_type=PatchType.MERGE,
+                )
+                for ns, n in services
+            ]
+        )
+        await bounded(
+            [
+                client.patch(
+                    InferenceService.Status,
+                    n,
+                    placement({c: f"{reporter.url}/{n}-{c}" for c in CLUSTERS}),
+                    namespace=ns,
+                    patch_type=PatchType.MERGE,
+                )
+                for ns, n in probes
+            ]
+        )
+        created = time.monotonic() - started
+        homes = (len(services) + len(probes)) * len(CLUSTERS)
+        log(
+            f"created {len(services) + len(probes)} services ({homes} homes) in {created:.1f}s; waiting for ceilings"
+        )
+
+        while True:
+            ready = 0
+            async for tmap in client.list(TrafficMap, namespace=ALL_NS):
+                entries = (tmap.get("spec") or {}).get("entries") or []
+                ready += sum(1 for e in entries if "reported" in (e.get("capacity") or {}))
+            if ready >= homes:
+                break
+            if time.monotonic() - started > 600:
+                raise SystemExit(f"only {ready}/{homes} homes converged in 10 minutes")
+            await asyncio.sleep(2)
+        converged = time.monotonic() - started
+        log(f"every home has a ceiling after {converged:.1f}s")
+
+        await asyncio.sleep(15)
+        loaded_rss = rss_bytes(controller.pid)
+        events = 0
+        listing = client.list(TrafficMap, namespace=ALL_NS)
+        async for _ in listing:
+            pass
+
+        async def count_events() -> None:
+            nonlocal events
+            async for _kind, _obj in client.watch(
+                TrafficMap, namespace=ALL_NS, resource_version=listing.resourceVersion
+            ):
+                events += 1
+
+        watcher = asyncio.create_task(count_events())
+        w0 = await writes_total(metrics_url)
+        log(f"steady state: counting writes for {args.steady_seconds}s")
+        await asyncio.sleep(args.steady_seconds)
+        w1 = await writes_total(metrics_url)
+        watcher.cancel()
+        steady_writes = (w1 - w0) * 60 / args.steady_seconds
+        steady_events = events * 60 / args.steady_seconds
+
+        # change latency on the fast-poll services
+        seen: dict[tuple[str, int], float] = {}
+        latest = client.list(TrafficMap, namespace="bench-latency")
+        async for _ in latest:
+            pass
+
+        async def watch_latency() -> None:
+            async for _kind, obj in client.watch(
+                TrafficMap, namespace="bench-latency", resource_version=latest.resourceVersion
+            ):
+                name = obj["metadata"]["name"]
+                for e in (obj.get("spec") or {}).get("entries") or []:
+                    reported = (e.get("capacity") or {}).get("reported")
+                    if (f"{name}-{e['cluster']}", reported) in reporter.awaiting:
+                        seen.setdefault((f"{name}-{e['cluster']}", reported), time.monotonic())
+
+        watch_task = asyncio.create_task(watch_latency())
+        from_change: list[float] = []
+        from_poll: list[float] = []
+        for trial in range(args.trials):
+            ns, name = probes[trial % len(probes)]
+            home = f"{name}-{CLUSTERS[trial % len(CLUSTERS)]}"
+            value = 1 + trial % 3  # 1..3, always below the admitted 4, so it shows in reported
+            value = value if reporter.counts.get(home, 4) != value else value + 1
+            reporter.awaiting.add((home, value))
+            changed = time.monotonic()
+            reporter.counts[home] = value
+            while (home, value) not in seen:
+                if time.monotonic() - changed > 30:
+                    raise SystemExit(f"no write for {home} = {value} within 30s")
+                await asyncio.sleep(0.01)
+            from_change.append(seen[(home, value)] - changed)
+            from_poll.append(seen[(home, value)] - reporter.first_seen[(home, value)])
+            reporter.awaiting.discard((home, value))
+            seen.pop((home, value))
+            reporter.first_seen.pop((home, value), None)
+        watch_task.cancel()
+
+        return {
+            "services": len(services) + len(probes),
+            "homes": homes,
+            "create_seconds": round(created, 1),
+            "converge_seconds": round(converged, 1),
+            "change_to_write_p50_ms": round(statistics.median(from_change) * 1000, 1),
+            "change_to_write_p99_ms": round(pct(from_change, 0.99) * 1000, 1),
+            "poll_to_write_p50_ms": round(statistics.median(from_poll) * 1000, 1),
+            "poll_to_write_p99_ms": round(pct(from_poll, 0.99) * 1000, 1),
+            "steady_writes_per_minute": round(steady_writes, 2),
+            "steady_trafficmap_events_per_minute": round(steady_events, 2),
+            "rss_base_mib": round(base_rss / 2**20, 1),
+            "rss_loaded_mib": round(loaded_rss / 2**20, 1),
+            "memory_per_home_kib": round((loaded_rss - base_rss) / homes / 1024, 2),
+            "load_average": os.getloadavg(),
+        }
+    finally:
+        controller.send_signal(signal.SIGTERM)
+        try:
+            controller.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            controller.kill()
+        controller_log.close()
+        await reporter.stop()
+        await client.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--services", type=int, default=1000)
+    parser.add_argument(
+        "--probes", type=int, default=10, help="extra services with a fast poll, for change latency"
+    )
+    parser.add_argument("--trials", type=int, default=40)
+    parser.add_argument("--steady-seconds", type=float, default=60)
+    args = parser.parse_args()
+    tools = ensure_tools(progress=log)
+    with (
+        tempfile.TemporaryDirectory(prefix="controller-bench-") as tmp,
+        LocalControlPlane(tools=tools) as plane,
+    ):
+        workdir = Path(tmp)
+        with nginx(workdir) as endpoint:
+            results = asyncio.run(main_async(args, plane, endpoint, workdir))
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
