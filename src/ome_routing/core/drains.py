@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from ome_routing.core.quoting import json_kind, quote
+
 ANNOTATION = "ome.io/traffic-drain"
 #: Bounds on the annotation, so a hand edit cannot make every reconcile expensive.
 MAX_ANNOTATION_BYTES = 32 * 1024
@@ -91,7 +93,7 @@ def parse_drains(text: str | None) -> Drains:
         raise DrainAnnotationError(str(err)) from None
     if not isinstance(document, dict):
         raise DrainAnnotationError(
-            f"expected a JSON object keyed by drain ID, got {_kind(document)}"
+            f"expected a JSON object keyed by drain ID, got {json_kind(document)}"
         )
     if len(document) > MAX_DRAINS:
         raise DrainAnnotationError(
@@ -187,7 +189,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise _Refused(f"duplicate key {_quote(key)}")
+            raise _Refused(f"duplicate key {quote(key)}")
         result[key] = value
     return result
 
@@ -197,25 +199,25 @@ def _no_constant(name: str) -> Any:
 
 
 def _read_drain(drain_id: str, value: object) -> Drain:
-    where = f"drain {_quote(drain_id)}"
+    where = f"drain {quote(drain_id)}"
     problem = _drain_id_problem(drain_id)
     if problem:
         raise DrainAnnotationError(problem)
     if not isinstance(value, dict):
         raise DrainAnnotationError(
-            f'{where}: expected an object with "cluster" and "reason", got {_kind(value)}'
+            f'{where}: expected an object with "cluster" and "reason", got {json_kind(value)}'
         )
     unknown = sorted(set(value) - set(_FIELDS))
     if unknown:
-        raise DrainAnnotationError(f"{where}: unknown field {_quote(unknown[0])}")
+        raise DrainAnnotationError(f"{where}: unknown field {quote(unknown[0])}")
     fields: dict[str, str] = {}
     for field in _FIELDS:
         if field not in value:
-            raise DrainAnnotationError(f"{where}: missing {_quote(field)}")
+            raise DrainAnnotationError(f"{where}: missing {quote(field)}")
         item = value[field]
         if not isinstance(item, str):
             raise DrainAnnotationError(
-                f"{where}: {_quote(field)} must be a string, got {_kind(item)}"
+                f"{where}: {quote(field)} must be a string, got {json_kind(item)}"
             )
         fields[field] = item
     problem = _cluster_problem(fields["cluster"]) or _reason_problem(fields["reason"])
@@ -227,7 +229,7 @@ def _read_drain(drain_id: str, value: object) -> Drain:
 def _drain_id_problem(drain_id: str) -> str | None:
     if _DNS1123_LABEL.fullmatch(drain_id) is None:
         return (
-            f"drain ID {_quote(drain_id)} must be a DNS-1123 label "
+            f"drain ID {quote(drain_id)} must be a DNS-1123 label "
             "(lowercase letters, digits and hyphens, at most 63 characters)"
         )
     return None
@@ -237,7 +239,7 @@ def _cluster_problem(cluster: str) -> str | None:
     parts = cluster.split(".")
     if len(cluster) > 253 or not all(_DNS1123_SUBDOMAIN_PART.fullmatch(p) for p in parts):
         return (
-            f"cluster {_quote(cluster)} must be a DNS-1123 subdomain "
+            f"cluster {quote(cluster)} must be a DNS-1123 subdomain "
             "(lowercase letters, digits, hyphens and dots, at most 253 characters)"
         )
     return None
@@ -259,22 +261,3 @@ def _reason_problem(reason: str) -> str | None:
         if unicodedata.category(char) in ("Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"):
             return f"reason {shown} holds a line break, control or invisible character"
     return None
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
-def _quote(text: str) -> str:
-    """Quote as Go's %q does for printable text: double quotes, escapes only where needed."""
-    return json.dumps(text, ensure_ascii=False)

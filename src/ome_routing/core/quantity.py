@@ -15,11 +15,12 @@ Errors: `QuantityError` (a `ValueError`) from `parse_quantity`, naming the text.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
+
+from ome_routing.core.quoting import quote
 
 _DECIMAL_SUFFIXES: dict[str, int] = {
     "n": -9,
@@ -78,7 +79,7 @@ def parse_quantity(text: str) -> Quantity:
     if not whole and not fraction:
         raise _error(text)
     if len(whole) + len(fraction) > _MAX_DIGITS:
-        raise QuantityError(f"quantity {_quote(text)} has more than {_MAX_DIGITS} digits")
+        raise QuantityError(f"quantity {quote(text)} has more than {_MAX_DIGITS} digits")
     number = Fraction(int(whole or "0")) + Fraction(int(fraction or "0"), 10 ** len(fraction))
     if sign == "-":
         number = -number
@@ -97,14 +98,14 @@ def _apply_suffix(text: str, number: Fraction, suffix: str) -> tuple[Fraction, Q
     exponent = int(exponent_match.group(1))
     if abs(exponent) > _MAX_EXPONENT:
         raise QuantityError(
-            f"quantity {_quote(text)} has an exponent beyond +/-{_MAX_EXPONENT}",
+            f"quantity {quote(text)} has an exponent beyond +/-{_MAX_EXPONENT}",
         )
     return number * Fraction(10) ** exponent, QuantityFormat.DECIMAL_EXPONENT
 
 
 def _error(text: str) -> QuantityError:
     return QuantityError(
-        f"quantity {_quote(text)} is not a Kubernetes quantity "
+        f"quantity {quote(text)} is not a Kubernetes quantity "
         '(use forms like "2", "1.5", "500m", "2k", "1Ki", "1e3")'
     )
 
@@ -158,8 +159,3 @@ def _canonical_decimal(value: Fraction, fmt: QuantityFormat) -> str:
         whole *= 1000
         exponent -= 3
     return f"{whole}{_DECIMAL_BY_EXPONENT[exponent]}"
-
-
-def _quote(text: str) -> str:
-    """Quote as Go's %q does for printable text: double quotes, escapes only where needed."""
-    return json.dumps(text, ensure_ascii=False)

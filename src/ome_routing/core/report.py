@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 
 from ome_routing.core.durations import Duration
+from ome_routing.core.quoting import json_kind
 
 FORMAT_REPORT = "Report"
 #: Formats this build can read; `spec.routing.capacity.format` must name one.
@@ -118,17 +119,7 @@ def _invalid(detail: str) -> ReportError:
 
 
 def _json_kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, _Number)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+    return "number" if isinstance(value, _Number) else json_kind(value)
 
 
 def _clip(text: str) -> str:
