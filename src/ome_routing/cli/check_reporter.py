@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import click
 
-from ome_routing.core.durations import MILLISECOND, Duration, DurationError, parse_duration
+from ome_routing.cli.params import DurationParam
+from ome_routing.core.durations import MILLISECOND, Duration
 from ome_routing.core.report import Reading, format_rfc3339, freshness_failure
 from ome_routing.observer import PollClient, PollFailure, RequestBudget, request_for_url
 from ome_routing.observer.observer import Clock, wall_clock
@@ -62,26 +63,6 @@ def format_success(reading: Reading, age: Duration) -> str:
     )
 
 
-class DurationParam(click.ParamType[Duration]):
-    """A positive Go duration such as `3s` or `500ms`."""
-
-    name = "duration"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> Duration:
-        if isinstance(value, Duration):
-            return value
-        text = str(value)
-        try:
-            duration = parse_duration(text)
-        except DurationError:
-            self.fail(f'"{text}" is not a duration (use forms like "30s", "5m")', param, ctx)
-        if duration.nanoseconds <= 0:
-            self.fail(f'"{text}" must be positive', param, ctx)
-        return duration
-
-
 @click.command("check-reporter")
 @click.argument("url")
 @click.option(
@@ -93,14 +74,14 @@ class DurationParam(click.ParamType[Duration]):
 )
 @click.option(
     "--timeout",
-    type=DurationParam(),
+    type=DurationParam(positive=True),
     default="3s",
     show_default=True,
     help="How long the poll can take, from sending the request.",
 )
 @click.option(
     "--max-age",
-    type=DurationParam(),
+    type=DurationParam(positive=True),
     default="30s",
     show_default=True,
     help="How long a report counts, from its observedAt.",

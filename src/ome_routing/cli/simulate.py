@@ -34,6 +34,7 @@ from typing import IO, Any
 
 import click
 
+from ome_routing.cli.params import DurationParam
 from ome_routing.core.capacity import (
     Allocation,
     Verdict,
@@ -44,7 +45,7 @@ from ome_routing.core.capacity import (
     record_reading,
     verdict,
 )
-from ome_routing.core.durations import Duration, DurationError, go_quote, parse_duration
+from ome_routing.core.durations import Duration, go_quote
 from ome_routing.core.report import ReportError, format_rfc3339, parse_report, parse_rfc3339
 
 _DEFAULT_MIN_PERIOD = Duration.parse("1s")  # the chart's routing.observer.minPeriod
@@ -220,24 +221,6 @@ def settings_problems(
             f"({_DEFAULT_MAX_SAMPLES})"
         )
     return errors, warnings
-
-
-class DurationParam(click.ParamType[Duration]):
-    """A Go duration option such as `10s`."""
-
-    name = "duration"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> Duration:
-        if isinstance(value, Duration):
-            return value
-        try:
-            return parse_duration(str(value))
-        except DurationError:
-            self.fail(
-                f'{go_quote(str(value))} is not a duration (use forms like "30s", "5m")', param, ctx
-            )
 
 
 DURATION = DurationParam()
