@@ -23,16 +23,12 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,32 +42,15 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
 from lightkube.types import PatchType
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nginx_reporter import free_port, nginx_reporter
+
 from ome_routing.core.report import format_rfc3339
 from ome_routing.devcluster import LocalControlPlane, ensure_tools
 from ome_routing.kube.resources import InferenceService, TrafficMap
 
 CLUSTERS = ("worker-a", "worker-b", "worker-c")
 NAMESPACES = 10
-NGINX_CONF = """
-worker_processes 1;
-pid {prefix}/nginx.pid;
-error_log {prefix}/error.log warn;
-events {{ worker_connections 8192; }}
-http {{
-    access_log off;
-    keepalive_requests 1000000;
-    keepalive_timeout 60s;
-    client_body_temp_path {prefix}/body;
-    proxy_temp_path {prefix}/proxy;
-    server {{
-        listen 127.0.0.1:{port};
-        location ~ /capacity$ {{
-            default_type application/json;
-            return 200 '{{"servable": 4, "observedAt": "$time_iso8601"}}';
-        }}
-    }}
-}}
-"""
 CHART_POLL = {
     "path": "/capacity",
     "method": "GET",
@@ -92,41 +71,8 @@ FAST_POLL = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-@contextmanager
-def nginx(prefix: Path) -> Iterator[str]:
-    binary = shutil.which("nginx") or "/usr/sbin/nginx"
-    if not Path(binary).exists():
-        raise SystemExit("nginx is missing: apt-get install -y nginx-light")
-    port = free_port()
-    conf = prefix / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(prefix=prefix, port=port))
-    proc = subprocess.Popen(
-        [binary, "-p", str(prefix), "-c", str(conf), "-g", "daemon off;"], stderr=subprocess.PIPE
-    )
-    try:
-        deadline = time.monotonic() + 5
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("nginx did not start") from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.send_signal(signal.SIGQUIT)
-        proc.wait(timeout=10)
 
 
 class ChangingReporter:
@@ -435,7 +381,7 @@ def main() -> None:
         LocalControlPlane(tools=tools) as plane,
     ):
         workdir = Path(tmp)
-        with nginx(workdir) as endpoint:
+        with nginx_reporter("~ /capacity$") as endpoint:
             results = asyncio.run(main_async(args, plane, endpoint, workdir))
     print(json.dumps(results, indent=2))
 

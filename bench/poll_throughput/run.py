@@ -24,18 +24,17 @@ import itertools
 import os
 import re
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Hashable, Iterator
-from contextlib import contextmanager
+from collections.abc import Hashable
 from pathlib import Path
 
 import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nginx_reporter import nginx_reporter
 
 from ome_routing.core.config import CapacityPolicy
 from ome_routing.core.durations import Duration
@@ -47,68 +46,6 @@ from ome_routing.observer import (
     RequestBudget,
     tune_gc,
 )
-
-NGINX_CONF = """
-worker_processes 1;
-pid {prefix}/nginx.pid;
-error_log {prefix}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    keepalive_requests 1000000;
-    keepalive_timeout 60s;
-    client_body_temp_path {prefix}/body;
-    proxy_temp_path {prefix}/proxy;
-    server {{
-        listen 127.0.0.1:{port};
-        location = /capacity {{
-            default_type application/json;
-            return 200 '{{"servable": 4, "observedAt": "$time_iso8601"}}';
-        }}
-    }}
-}}
-"""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
-@contextmanager
-def nginx_reporter() -> Iterator[str]:
-    """Run nginx in the foreground on a free loopback port; yields the endpoint."""
-    binary = shutil.which("nginx") or "/usr/sbin/nginx"
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="poll-bench-") as prefix:
-        conf = Path(prefix) / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(prefix=prefix, port=port))
-        proc = subprocess.Popen(
-            [binary, "-p", prefix, "-c", str(conf), "-g", "daemon off;"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        try:
-            deadline = time.monotonic() + 5
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        err = proc.stderr.read().decode() if proc.stderr else ""
-                        raise SystemExit(f"nginx did not start: {err}") from None
-                    time.sleep(0.05)
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.send_signal(signal.SIGQUIT)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def run_wrk(url: str, connections: int, seconds: float) -> float:
