@@ -36,8 +36,8 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nginx_reporter import nginx_reporter
 
-from ome_routing.core.config import CapacityPolicy
 from ome_routing.core.durations import Duration
+from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.observer import (
     Observer,
     Outcome,

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from ome_routing.core.capacity import NO_REPORT_YET, Verdict, awaiting_quorum_reason, expired_reason
-from ome_routing.core.config import CapacityPolicy
+from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.core.report import FUTURE, stale_reason
 from ome_routing.observer import (
     Observer,

@@ -16,15 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ome_routing.core.config import (
-    CapacityPolicy,
     ConfigError,
-    ObserverLimits,
     OperatorConfig,
     config_from_multicluster,
     config_from_values,
 )
 from ome_routing.core.durations import Duration, parse_duration
 from ome_routing.core.policy import PolicyError, resolve_routing_policy
+from ome_routing.core.pollrules import CapacityPolicy, ObserverLimits
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PREFIX = "invalid multi-cluster configuration: "

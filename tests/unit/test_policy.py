@@ -16,13 +16,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ome_routing.core.config import (
-    CapacityPolicy,
-    ObserverLimits,
-    OperatorConfig,
-    RuleStage,
-    config_from_values,
-)
+from ome_routing.core.config import OperatorConfig, config_from_values
 from ome_routing.core.durations import Duration
 from ome_routing.core.policy import (
     PolicyError,
@@ -30,6 +24,7 @@ from ome_routing.core.policy import (
     RoutingPolicy,
     resolve_routing_policy,
 )
+from ome_routing.core.pollrules import CapacityPolicy, ObserverLimits, RuleStage
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 VALIDATE = "validate routing policy: "

@@ -16,12 +16,11 @@ import yaml
 
 from ome_routing.core.config import (
     ROLE_CONTROL_PLANE,
-    CapacityPolicy,
     ConfigError,
-    ObserverLimits,
     OperatorConfig,
     config_from_values,
 )
+from ome_routing.core.pollrules import CapacityPolicy, ObserverLimits
 
 VALID_PREFIX = "multi-cluster configuration is valid: "
 

@@ -25,12 +25,12 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from ome_routing.core.config import (
+from ome_routing.core.config import OperatorConfig
+from ome_routing.core.pollrules import (
     CAPACITY_FIELDS,
     REQUIRED_CAPACITY_FIELDS,
     CapacityPolicy,
     CapacityRuleError,
-    OperatorConfig,
     RuleStage,
     check_capacity_bounds,
     invalid,

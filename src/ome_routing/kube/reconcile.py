@@ -24,10 +24,11 @@ from typing import Any
 
 from ome_routing.core.capacity import Verdict
 from ome_routing.core.conditions import FALSE, Condition, merge_conditions
-from ome_routing.core.config import CapacityPolicy, OperatorConfig
+from ome_routing.core.config import OperatorConfig
 from ome_routing.core.drains import ANNOTATION, DrainAnnotationError, Drains, parse_drains
 from ome_routing.core.placement import Placement, PlacementError, read_placement
 from ome_routing.core.policy import PolicyError, PollMode, RoutingPolicy, resolve_routing_policy
+from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.core.trafficmap import (
     HomeInput,
     MapInput,

@@ -37,7 +37,7 @@ from ome_routing.core.capacity import (
     record_failure,
     record_reading,
 )
-from ome_routing.core.config import CapacityPolicy
+from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.observer import failures
 from ome_routing.observer.failures import Outcome, PollFailure
 from ome_routing.observer.polling import PollClient, PollRequest, build_request
