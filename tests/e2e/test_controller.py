@@ -11,6 +11,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,67 @@ FALLBACK_REASONS = (
 )
 
 
+@dataclass
+class Scene:
+    """One test's world: the control plane, its namespace, two reporters, the controllers."""
+
+    plane: LocalControlPlane
+    kubeconfig: Path
+    workdir: Path
+    namespace: str
+    reporters: dict[str, Reporter]
+    controllers: list[ControllerProcess]
+
+    async def route(self, name: str = "svc", **poll: Any) -> None:
+        """A routed service with the fast poll (changed by `poll`), placed on both reporters."""
+        manifest = isvc_manifest(name, self.namespace, {**FAST_POLL, **poll})
+        await kubectl(self.plane, "apply", "-f", "-", input=manifest)
+        await place(self.plane, name, self.namespace, {c: r.url for c, r in self.reporters.items()})
+
+    async def start(
+        self, config: dict[str, Any] | Path = ROUTING_ON, *, lease: str | None = None
+    ) -> ControllerProcess:
+        process = ControllerProcess(
+            self.kubeconfig, config, self.workdir, lease=lease or f"lease-{uuid.uuid4().hex[:8]}"
+        )
+        self.controllers.append(process.start())
+        await process.wait_started()
+        return process
+
+    async def converged(self, name: str = "svc") -> tuple[ControllerProcess, dict[str, Any]]:
+        """Route a service, start a controller, and wait for both ceilings."""
+        await self.route(name)
+        process = await self.start()
+        return process, await self.until_ceilings(name)
+
+    async def map(self, name: str = "svc") -> dict[str, Any] | None:
+        return await get_map(self.plane, name, self.namespace)
+
+    async def kubectl_get_map(self, *output: str, name: str = "svc") -> str:
+        result = await kubectl(self.plane, "get", "trafficmap", name, "-n", self.namespace, *output)
+        return result.stdout
+
+    async def until_reason(self, cluster: str, reason: str, name: str = "svc") -> dict[str, Any]:
+        async def seen() -> dict[str, Any] | None:
+            tmap = await self.map(name)
+            if tmap is None:
+                return None
+            found = entry(tmap, cluster)["capacity"].get("fallbackReason")
+            return tmap if found == reason else None
+
+        return await eventually(seen, what=f"{cluster}: {reason}")
+
+    async def until_ceilings(self, name: str = "svc") -> dict[str, Any]:
+        async def both() -> dict[str, Any] | None:
+            tmap = await self.map(name)
+            if tmap is None or not tmap["spec"].get("entries"):
+                return None
+            entries = tmap["spec"]["entries"]
+            return tmap if all("reported" in e["capacity"] for e in entries) else None
+
+        return await eventually(both, what="ceilings on every home")
+
+
 @pytest.fixture
 async def reporters() -> AsyncIterator[dict[str, Reporter]]:
     started = {
@@ -68,7 +130,7 @@ async def reporters() -> AsyncIterator[dict[str, Reporter]]:
 
 
 @pytest.fixture
-async def controllers(kubeconfig: Path, tmp_path: Path) -> AsyncIterator[list[ControllerProcess]]:
+async def controllers() -> AsyncIterator[list[ControllerProcess]]:
     """Controllers a test starts; all are stopped at the end."""
     running: list[ControllerProcess] = []
     try:
@@ -78,26 +140,16 @@ async def controllers(kubeconfig: Path, tmp_path: Path) -> AsyncIterator[list[Co
             await process.stop()
 
 
-async def start_controller(
-    controllers: list[ControllerProcess],
+@pytest.fixture
+def scene(
+    control_plane: LocalControlPlane,
     kubeconfig: Path,
     tmp_path: Path,
-    config: dict[str, Any] | Path = ROUTING_ON,
-    *,
-    lease: str | None = None,
-) -> ControllerProcess:
-    process = ControllerProcess(
-        kubeconfig, config, tmp_path, lease=lease or f"lease-{uuid.uuid4().hex[:8]}"
-    )
-    controllers.append(process.start())
-    await process.wait_started()
-    return process
-
-
-async def step_3(plane: LocalControlPlane, namespace: str, name: str) -> tuple[str, str]:
-    cond = await kubectl(plane, "get", "trafficmap", name, "-n", namespace, *STEP_3_CONDITION)
-    rows = await kubectl(plane, "get", "trafficmap", name, "-n", namespace, *STEP_3_ENTRIES)
-    return cond.stdout, rows.stdout
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+) -> Scene:
+    return Scene(control_plane, kubeconfig, tmp_path, namespace, reporters, controllers)
 
 
 async def test_the_specs_steps_2_and_3_and_turning_the_poll_off(
@@ -108,12 +160,13 @@ async def test_the_specs_steps_2_and_3_and_turning_the_poll_off(
     controllers: list[ControllerProcess],
 ) -> None:
     namespace = name = "qwen3-0-6b"
+    scene = Scene(control_plane, kubeconfig, tmp_path, namespace, reporters, controllers)
     await kubectl(control_plane, "create", "namespace", namespace)
     try:
         applied = await kubectl(control_plane, "apply", "-f", str(EXAMPLES / "isvc.yaml"))
         assert applied.stdout == "inferenceservice.ome.io/qwen3-0-6b created\n"
         await place(control_plane, name, namespace, {c: r.url for c, r in reporters.items()})
-        await start_controller(controllers, kubeconfig, tmp_path, EXAMPLES / "values.yaml")
+        await scene.start(EXAMPLES / "values.yaml")
 
         expected = (
             "FALLBACK   REASON                      MESSAGE\n"
@@ -122,7 +175,11 @@ async def test_the_specs_steps_2_and_3_and_turning_the_poll_off(
         )
 
         async def matches() -> bool:
-            return await step_3(control_plane, namespace, name) == expected
+            step_3 = (
+                await scene.kubectl_get_map(*STEP_3_CONDITION, name=name),
+                await scene.kubectl_get_map(*STEP_3_ENTRIES, name=name),
+            )
+            return step_3 == expected
 
         # The service's own poll (period 10s, quorum 3) gives ceilings from the third poll on.
         await eventually(matches, timeout=60, what="the spec's Step 3 output")
@@ -134,7 +191,7 @@ async def test_the_specs_steps_2_and_3_and_turning_the_poll_off(
         assert off.stdout == "inferenceservice.ome.io/qwen3-0-6b configured\n"
 
         async def disabled() -> dict[str, Any] | None:
-            tmap = await get_map(control_plane, name, namespace)
+            tmap = await scene.map(name)
             found = condition(tmap, "CapacityFallback")
             return tmap if found["reason"] == "CapacityPollingDisabled" else None
 
@@ -160,71 +217,21 @@ async def test_the_specs_steps_2_and_3_and_turning_the_poll_off(
         await asyncio.to_thread(control_plane.delete_namespace, namespace)
 
 
-async def routed_service(
-    plane: LocalControlPlane,
-    namespace: str,
-    reporters: dict[str, Reporter],
-    name: str = "svc",
-    **poll: Any,
-) -> None:
-    await kubectl(
-        plane, "apply", "-f", "-", input=isvc_manifest(name, namespace, {**FAST_POLL, **poll})
-    )
-    await place(plane, name, namespace, {c: r.url for c, r in reporters.items()})
-
-
-async def until_reason(
-    plane: LocalControlPlane, namespace: str, cluster: str, reason: str, name: str = "svc"
-) -> dict[str, Any]:
-    async def seen() -> dict[str, Any] | None:
-        tmap = await get_map(plane, name, namespace)
-        if tmap is None:
-            return None
-        return tmap if entry(tmap, cluster)["capacity"].get("fallbackReason") == reason else None
-
-    return await eventually(seen, what=f"{cluster}: {reason}")
-
-
-async def until_ceilings(
-    plane: LocalControlPlane, namespace: str, name: str = "svc"
-) -> dict[str, Any]:
-    async def both() -> dict[str, Any] | None:
-        tmap = await get_map(plane, name, namespace)
-        if tmap is None or not tmap["spec"].get("entries"):
-            return None
-        return tmap if all("reported" in e["capacity"] for e in tmap["spec"]["entries"]) else None
-
-    return await eventually(both, what="ceilings on every home")
-
-
-async def test_a_404_reporter_falls_back_and_the_gauge_counts_it(
-    control_plane: LocalControlPlane,
-    kubeconfig: Path,
-    tmp_path: Path,
-    namespace: str,
-    reporters: dict[str, Reporter],
-    controllers: list[ControllerProcess],
-) -> None:
-    await routed_service(control_plane, namespace, reporters)
-    process = await start_controller(controllers, kubeconfig, tmp_path)
-    await until_ceilings(control_plane, namespace)
-    reporters["worker-b"].status = 404
-    await until_reason(control_plane, namespace, "worker-b", "capacity endpoint returned HTTP 404")
-    reasons = await kubectl(
-        control_plane, "get", "trafficmap", "svc", "-n", namespace, *FALLBACK_REASONS
-    )
-    assert reasons.stdout == "worker-a: \nworker-b: capacity endpoint returned HTTP 404\n"
-    cond = await kubectl(
-        control_plane, "get", "trafficmap", "svc", "-n", namespace, *STEP_3_CONDITION
-    )
-    assert cond.stdout.splitlines()[1].split(None, 2) == [
+async def test_a_404_reporter_falls_back_and_the_gauge_counts_it(scene: Scene) -> None:
+    process, _ = await scene.converged()
+    scene.reporters["worker-b"].status = 404
+    await scene.until_reason("worker-b", "capacity endpoint returned HTTP 404")
+    reasons = await scene.kubectl_get_map(*FALLBACK_REASONS)
+    assert reasons == "worker-a: \nworker-b: capacity endpoint returned HTTP 404\n"
+    cond = await scene.kubectl_get_map(*STEP_3_CONDITION)
+    assert cond.splitlines()[1].split(None, 2) == [
         "True",
         "EndpointCapacityUnavailable",
         "1 of 2 home(s) are using control-plane capacity; inspect spec.entries[].capacity.fallbackReason",
     ]
     gauge = await process.metric("ome_trafficmap_capacity_fallback_homes")
     assert (
-        f'ome_trafficmap_capacity_fallback_homes{{namespace="{namespace}",trafficmap="svc"}} 1.0'
+        f'ome_trafficmap_capacity_fallback_homes{{namespace="{scene.namespace}",trafficmap="svc"}} 1.0'
         in gauge
     )
 
@@ -242,21 +249,12 @@ async def test_a_404_reporter_falls_back_and_the_gauge_counts_it(
     ids=["stale", "future", "negative"],
 )
 async def test_a_bad_report_removes_the_ceiling_and_keeps_admitted_replicas(
-    control_plane: LocalControlPlane,
-    kubeconfig: Path,
-    tmp_path: Path,
-    namespace: str,
-    reporters: dict[str, Reporter],
-    controllers: list[ControllerProcess],
-    change: dict[str, Any],
-    reason: str,
+    scene: Scene, change: dict[str, Any], reason: str
 ) -> None:
-    await routed_service(control_plane, namespace, reporters)
-    await start_controller(controllers, kubeconfig, tmp_path)
-    await until_ceilings(control_plane, namespace)
+    await scene.converged()
     for attr, value in change.items():
-        setattr(reporters["worker-b"], attr, value)
-    tmap = await until_reason(control_plane, namespace, "worker-b", reason)
+        setattr(scene.reporters["worker-b"], attr, value)
+    tmap = await scene.until_reason("worker-b", reason)
     capacity = entry(tmap, "worker-b")["capacity"]
     assert (capacity["allocated"], capacity["source"], "reported" in capacity) == (
         2,
@@ -265,22 +263,13 @@ async def test_a_bad_report_removes_the_ceiling_and_keeps_admitted_replicas(
     )
 
 
-async def test_a_reporter_that_freezes_loses_its_ceiling_within_max_age(
-    control_plane: LocalControlPlane,
-    kubeconfig: Path,
-    tmp_path: Path,
-    namespace: str,
-    reporters: dict[str, Reporter],
-    controllers: list[ControllerProcess],
-) -> None:
-    await routed_service(control_plane, namespace, reporters)
-    await start_controller(controllers, kubeconfig, tmp_path)
-    await until_ceilings(control_plane, namespace)
-    reporters["worker-b"].frozen_at = datetime.now(UTC)
+async def test_a_reporter_that_freezes_loses_its_ceiling_within_max_age(scene: Scene) -> None:
+    await scene.converged()
+    scene.reporters["worker-b"].frozen_at = datetime.now(UTC)
     started = asyncio.get_running_loop().time()
 
     async def lost() -> dict[str, Any] | None:
-        tmap = await get_map(control_plane, "svc", namespace)
+        tmap = await scene.map()
         return tmap if "reported" not in entry(tmap, "worker-b")["capacity"] else None
 
     tmap = await eventually(lost, timeout=15, what="worker-b to lose its ceiling")
@@ -316,31 +305,18 @@ async def test_a_reporter_that_freezes_loses_its_ceiling_within_max_age(
     ids=["maxAge", "format", "minPeriod", "maxSamples"],
 )
 async def test_a_policy_mistake_freezes_only_its_own_map(
-    control_plane: LocalControlPlane,
-    kubeconfig: Path,
-    tmp_path: Path,
-    namespace: str,
-    reporters: dict[str, Reporter],
-    controllers: list[ControllerProcess],
-    poll: dict[str, Any],
-    message: str,
+    scene: Scene, poll: dict[str, Any], message: str
 ) -> None:
-    await routed_service(control_plane, namespace, reporters, name="broken")
-    await routed_service(control_plane, namespace, reporters, name="healthy")
-    process = await start_controller(controllers, kubeconfig, tmp_path)
-    before = await until_ceilings(control_plane, namespace, "broken")
-    await until_ceilings(control_plane, namespace, "healthy")
+    await scene.route("broken")
+    await scene.route("healthy")
+    process = await scene.start()
+    before = await scene.until_ceilings("broken")
+    await scene.until_ceilings("healthy")
 
-    await kubectl(
-        control_plane,
-        "apply",
-        "-f",
-        "-",
-        input=isvc_manifest("broken", namespace, {**FAST_POLL, **poll}),
-    )
+    await scene.route("broken", **poll)
 
     async def frozen() -> dict[str, Any] | None:
-        tmap = await get_map(control_plane, "broken", namespace)
+        tmap = await scene.map("broken")
         published = condition(tmap, "Published")
         return tmap if published["reason"] == "InvalidOwner" else None
 
@@ -348,129 +324,101 @@ async def test_a_policy_mistake_freezes_only_its_own_map(
     assert condition(tmap, "Published")["status"] == "False"
     assert tmap["spec"]["entries"] == before["spec"]["entries"], "a frozen map keeps its last table"
     assert message in process.log
-    polled = reporters["worker-a"].requests
+    polled = scene.reporters["worker-a"].requests
     # The healthy service keeps working: its homes are polled, and a change reaches its map.
-    reporters["worker-a"].servable = 1
+    scene.reporters["worker-a"].servable = 1
 
     async def healthy_follows() -> bool:
-        tmap = await get_map(control_plane, "healthy", namespace)
+        tmap = await scene.map("healthy")
         return entry(tmap, "worker-a")["capacity"].get("reported") == 1
 
     await eventually(healthy_follows, what="the healthy map to follow its reporter")
-    assert reporters["worker-a"].requests > polled
-    frozen_now = await get_map(control_plane, "broken", namespace)
+    assert scene.reporters["worker-a"].requests > polled
+    frozen_now = await scene.map("broken")
     assert frozen_now is not None and frozen_now["spec"]["entries"] == before["spec"]["entries"]
 
 
-async def test_routing_enabled_false_deletes_the_map(
-    control_plane: LocalControlPlane,
-    kubeconfig: Path,
-    tmp_path: Path,
-    namespace: str,
-    reporters: dict[str, Reporter],
-    controllers: list[ControllerProcess],
-) -> None:
-    await routed_service(control_plane, namespace, reporters)
-    await start_controller(controllers, kubeconfig, tmp_path)
-    await until_ceilings(control_plane, namespace)
-    await kubectl(
-        control_plane,
-        "apply",
-        "-f",
-        "-",
-        input=isvc_manifest("svc", namespace, None, enabled=False),
-    )
+async def test_routing_enabled_false_deletes_the_map(scene: Scene) -> None:
+    await scene.converged()
+    manifest = isvc_manifest("svc", scene.namespace, None, enabled=False)
+    await kubectl(scene.plane, "apply", "-f", "-", input=manifest)
 
     async def gone() -> bool:
-        return await get_map(control_plane, "svc", namespace) is None
+        return await scene.map() is None
 
     await eventually(gone, what="the map to be deleted")
 
 
-async def test_a_hand_edit_of_the_map_is_undone(
-    control_plane: LocalControlPlane,
-    kubeconfig: Path,
-    tmp_path: Path,
-    namespace: str,
-    reporters: dict[str, Reporter],
-    controllers: list[ControllerProcess],
-) -> None:
-    await routed_service(control_plane, namespace, reporters)
-    process = await start_controller(controllers, kubeconfig, tmp_path)
-    tmap = await until_ceilings(control_plane, namespace)
+async def test_a_hand_edit_of_the_map_is_undone(scene: Scene) -> None:
+    process, tmap = await scene.converged()
     edited = [dict(e, weight=999) for e in tmap["spec"]["entries"]]
+    patch = json.dumps({"spec": {"entries": edited}})
     await kubectl(
-        control_plane,
+        scene.plane,
         "patch",
         "trafficmap",
         "svc",
         "-n",
-        namespace,
+        scene.namespace,
         "--type=merge",
         "-p",
-        json.dumps({"spec": {"entries": edited}}),
+        patch,
     )
 
     async def restored() -> bool:
-        now = await get_map(control_plane, "svc", namespace)
+        now = await scene.map()
         return now is not None and now["spec"]["entries"] == tmap["spec"]["entries"]
 
     await eventually(restored, what="the hand edit to be undone")
     assert 'kind="spec"' in await process.metric("ome_routing_trafficmap_writes_total")
 
 
-async def test_a_map_of_the_same_name_owned_by_something_else_is_left_alone(
-    control_plane: LocalControlPlane,
-    kubeconfig: Path,
-    tmp_path: Path,
-    namespace: str,
-    reporters: dict[str, Reporter],
-    controllers: list[ControllerProcess],
-) -> None:
+async def test_a_map_of_the_same_name_owned_by_something_else_is_left_alone(scene: Scene) -> None:
     foreign = {
         "apiVersion": "ome.io/v1beta1",
         "kind": "TrafficMap",
-        "metadata": {"name": "svc", "namespace": namespace},
+        "metadata": {"name": "svc", "namespace": scene.namespace},
         "spec": {"service": "svc", "entries": [{"cluster": "elsewhere", "weight": 7}]},
     }
-    await kubectl(control_plane, "apply", "-f", "-", input=yaml.safe_dump(foreign))
-    await routed_service(control_plane, namespace, reporters)
+    await kubectl(scene.plane, "apply", "-f", "-", input=yaml.safe_dump(foreign))
+    await scene.route()
     uid = (
         await kubectl(
-            control_plane, "get", "isvc", "svc", "-n", namespace, "-o", "jsonpath={.metadata.uid}"
+            scene.plane,
+            "get",
+            "isvc",
+            "svc",
+            "-n",
+            scene.namespace,
+            "-o",
+            "jsonpath={.metadata.uid}",
         )
     ).stdout
-    process = await start_controller(controllers, kubeconfig, tmp_path)
-    line = f"TrafficMap {namespace}/svc exists but is not controlled by InferenceService UID {uid}"
+    process = await scene.start()
+    line = f"TrafficMap {scene.namespace}/svc exists but is not controlled by InferenceService UID {uid}"
 
     async def logged() -> bool:
         return line in process.log
 
     await eventually(logged, what="the not-controlled log line")
-    tmap = await get_map(control_plane, "svc", namespace)
+    tmap = await scene.map()
     assert tmap is not None and tmap["spec"]["entries"] == [{"cluster": "elsewhere", "weight": 7}]
-    assert reporters["worker-a"].requests == 0, "a map we do not own must not have its homes polled"
+    assert scene.reporters["worker-a"].requests == 0, (
+        "a map we do not own must not have its homes polled"
+    )
 
 
-async def test_a_controller_restart_starts_every_home_over(
-    control_plane: LocalControlPlane,
-    kube_client: Any,
-    kubeconfig: Path,
-    tmp_path: Path,
-    namespace: str,
-    reporters: dict[str, Reporter],
-    controllers: list[ControllerProcess],
-) -> None:
-    await routed_service(control_plane, namespace, reporters)
-    first = await start_controller(controllers, kubeconfig, tmp_path, lease="restart")
-    await until_ceilings(control_plane, namespace)
+async def test_a_controller_restart_starts_every_home_over(scene: Scene) -> None:
+    await scene.route()
+    first = await scene.start(lease="restart")
+    await scene.until_ceilings()
     await first.stop()
 
     seen: list[str] = []
 
     async def record() -> None:
         while True:
-            tmap = await get_map(control_plane, "svc", namespace)
+            tmap = await scene.map()
             reason = entry(tmap, "worker-a")["capacity"].get("fallbackReason")
             if reason and (not seen or seen[-1] != reason):
                 seen.append(reason)
@@ -478,8 +426,8 @@ async def test_a_controller_restart_starts_every_home_over(
 
     recorder = asyncio.create_task(record())
     try:
-        await start_controller(controllers, kubeconfig, tmp_path, lease="restart")
-        await until_ceilings(control_plane, namespace)
+        await scene.start(lease="restart")
+        await scene.until_ceilings()
     finally:
         recorder.cancel()
     assert seen, "after a restart a home must start over without a ceiling"
@@ -489,19 +437,14 @@ async def test_a_controller_restart_starts_every_home_over(
     }
 
 
-async def test_only_the_leader_polls_and_a_standby_takes_over(
-    control_plane: LocalControlPlane,
-    kubeconfig: Path,
-    tmp_path: Path,
-    namespace: str,
-    reporters: dict[str, Reporter],
-    controllers: list[ControllerProcess],
-) -> None:
-    await routed_service(control_plane, namespace, reporters)
-    leader = await start_controller(controllers, kubeconfig, tmp_path, lease="pair")
-    standby = ControllerProcess(kubeconfig, ROUTING_ON, tmp_path, lease="pair", identity="standby")
-    controllers.append(standby.start())
-    await until_ceilings(control_plane, namespace)
+async def test_only_the_leader_polls_and_a_standby_takes_over(scene: Scene) -> None:
+    await scene.route()
+    leader = await scene.start(lease="pair")
+    standby = ControllerProcess(
+        scene.kubeconfig, ROUTING_ON, scene.workdir, lease="pair", identity="standby"
+    )
+    scene.controllers.append(standby.start())
+    await scene.until_ceilings()
     await asyncio.sleep(2)
     assert "ome_routing_leader 1.0" in await leader.metric("ome_routing_leader")
     assert "ome_routing_leader 0.0" in await standby.metric("ome_routing_leader")
@@ -509,10 +452,10 @@ async def test_only_the_leader_polls_and_a_standby_takes_over(
 
     await leader.stop()
     await standby.wait_started(timeout=30)
-    reporters["worker-a"].servable = 1
+    scene.reporters["worker-a"].servable = 1
 
     async def follows() -> bool:
-        tmap = await get_map(control_plane, "svc", namespace)
+        tmap = await scene.map()
         return entry(tmap, "worker-a")["capacity"].get("reported") == 1
 
     await eventually(follows, what="the new leader to update the map")
