@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from ome_routing.core.capacity import Window, WindowSettings, empty_window, record_reading
 from ome_routing.core.durations import Duration
@@ -53,3 +54,18 @@ def poll_line(
         line["servable"] = servable
         line["observedAt"] = format_rfc3339(at(seconds if observed is None else observed))
     return json.dumps(line)
+
+
+#: An override that removes the key, for `with_overrides`.
+DROP = object()
+
+
+def with_overrides(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a raw block with `overrides` applied; a value of `DROP` removes the key."""
+    block = dict(base)
+    for key, value in overrides.items():
+        if value is DROP:
+            block.pop(key, None)
+        else:
+            block[key] = value
+    return block

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from builders import DROP, with_overrides
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +28,6 @@ from ome_routing.core.pollrules import CapacityPolicy, ObserverLimits
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PREFIX = "invalid multi-cluster configuration: "
-DROP = object()  # an override that removes the key
 
 
 # --- builders -------------------------------------------------------------------------
@@ -35,22 +35,19 @@ DROP = object()  # an override that removes the key
 
 def a_poll(**overrides: Any) -> dict[str, Any]:
     """The spec's Step 1 poll, with overrides; `DROP` removes a field."""
-    poll: dict[str, Any] = {
-        "path": "/capacity",
-        "method": "GET",
-        "format": "Report",
-        "samples": 10,
-        "quorum": 2,
-        "period": "10s",
-        "timeout": "3s",
-        "maxAge": "30s",
-    }
-    for key, value in overrides.items():
-        if value is DROP:
-            poll.pop(key, None)
-        else:
-            poll[key] = value
-    return poll
+    return with_overrides(
+        {
+            "path": "/capacity",
+            "method": "GET",
+            "format": "Report",
+            "samples": 10,
+            "quorum": 2,
+            "period": "10s",
+            "timeout": "3s",
+            "maxAge": "30s",
+        },
+        overrides,
+    )
 
 
 def values_with(

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from builders import DROP, with_overrides
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,7 +35,6 @@ INCOMPLETE = (
     "samples, quorum, and maxAge"
 )
 REQUIRED = ["path", "method", "format", "samples", "quorum", "period", "timeout", "maxAge"]
-DROP = object()
 
 
 # --- builders -------------------------------------------------------------------------
@@ -42,22 +42,19 @@ DROP = object()
 
 def a_poll(**overrides: Any) -> dict[str, Any]:
     """The spec's Step 2 poll, with overrides; `DROP` removes a field."""
-    poll: dict[str, Any] = {
-        "path": "/capacity",
-        "method": "GET",
-        "format": "Report",
-        "samples": 4,
-        "quorum": 3,
-        "period": "10s",
-        "timeout": "3s",
-        "maxAge": "40s",
-    }
-    for key, value in overrides.items():
-        if value is DROP:
-            poll.pop(key, None)
-        else:
-            poll[key] = value
-    return poll
+    return with_overrides(
+        {
+            "path": "/capacity",
+            "method": "GET",
+            "format": "Report",
+            "samples": 4,
+            "quorum": 3,
+            "period": "10s",
+            "timeout": "3s",
+            "maxAge": "40s",
+        },
+        overrides,
+    )
 
 
 def chart(capacity: dict[str, Any] | None = None, **observer: Any) -> OperatorConfig:
