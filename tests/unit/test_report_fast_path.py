@@ -58,6 +58,7 @@ def test_the_fast_path_agrees_with_the_general_parser(body: bytes) -> None:
     [
         b'{"servable": 4, "observedAt": "2026-02-30T10:00:00Z"}',  # no such day
         b'{"servable": 4, "observedAt": "2026-09-28T10:00:00+24:00"}',  # no such offset
+        b'{"servable": 4, "observedAt": "2026-09-28T10:00:00+05:60"}',  # nor this one
         b'{"servable": 4, "observedAt": "2026-09-28T25:00:00Z"}',
     ],
 )

@@ -190,3 +190,55 @@ def test_quorum_fresh_polls_after_a_failure_give_a_ceiling(
             assert verdict(record_reading(window, Reading(3, now), now), now).ceiling is None
         window = record_reading(window, Reading(3, now), now)
     assert verdict(window, now).ceiling == 3
+
+
+# polls whose stamps keep pace with the clock (a steady reporter): they keep the window
+# in `observedAt` order, where the window saves work
+steady_polls = st.lists(
+    st.builds(
+        Poll,
+        gap_ms=st.integers(min_value=0, max_value=30_000),
+        servable=st.one_of(st.none(), st.integers(min_value=0, max_value=12)),
+        lag_ms=st.sampled_from([0, 1_000, 5_000]),
+    ),
+    max_size=20,
+)
+
+
+def plain(window: Window) -> Window:
+    """The same window without what `record_reading` derives: every look is a full one."""
+    return Window(window.settings, window.readings, window.failure, window.stale, window.expired)
+
+
+@given(window_settings, st.one_of(polls, steady_polls), st.integers(min_value=0, max_value=70_000))
+@settings(max_examples=300)
+def test_what_a_window_keeps_to_save_work_never_changes_what_it_says(
+    config: WindowSettings, history: list[Poll], later_ms: int
+) -> None:
+    window, now = replay(empty_window(config), history)
+    if window.ranked is not None:
+        assert window.ranked == tuple(sorted(r.servable for r in window.readings))
+    if window.ordered:
+        stamps = [r.observed_at for r in window.readings]
+        assert stamps == sorted(stamps)
+    at = now + timedelta(milliseconds=later_ms)
+    assert verdict(window, at) == verdict(plain(window), at)
+    assert next_change(window, at) == next_change(plain(window), at)
+    reading = Reading(3, at - timedelta(milliseconds=100))
+    after, after_plain = (
+        record_reading(window, reading, at),
+        record_reading(plain(window), reading, at),
+    )
+    assert after == after_plain
+    assert verdict(after, at) == verdict(after_plain, at)
+
+
+def test_a_steady_reporter_keeps_the_window_ordered_and_ranked() -> None:
+    """Guard that the property above reaches the window's short paths."""
+    config = WindowSettings(samples=3, quorum=2, max_age=Duration(30 * SECOND))
+    window, _ = replay(
+        empty_window(config), [Poll(1_000, servable, 0) for servable in (5, 2, 7, 4)]
+    )
+    assert window.ordered
+    assert window.ranked == (2, 4, 7)
+    assert [r.servable for r in window.readings] == [2, 7, 4]

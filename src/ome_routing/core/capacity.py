@@ -26,10 +26,13 @@ States and their fallback reasons (`WindowState`, `_REASONS`):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_left, insort
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from itertools import pairwise
+from operator import attrgetter
 
 from ome_routing.core.durations import Duration
 from ome_routing.core.report import FUTURE, Reading, stale_reason
@@ -130,6 +133,12 @@ class Window:
     `failure` is the reason of the last poll when it failed (the window is then
     empty); `stale` says that reason is a stale report. `expired` records that readings
     reached `maxAge` since the window last held a quorum.
+
+    `ordered` and `ranked` are derived from `readings`, and kept by `record_reading` so
+    that a poll need not look at every reading again (with thousands of homes, that
+    memory is cold by the time a home is polled): `ordered` says the readings are in
+    `observedAt` order (False: not known to be), `ranked` holds their servable counts,
+    lowest first (None: not worked out). Neither takes part in comparisons.
     """
 
     settings: WindowSettings
@@ -137,6 +146,8 @@ class Window:
     failure: str | None = None
     stale: bool = False
     expired: bool = False
+    ordered: bool = field(default=False, compare=False, repr=False)
+    ranked: tuple[int, ...] | None = field(default=None, compare=False, repr=False)
 
 
 def empty_window(settings: WindowSettings) -> Window:
@@ -147,13 +158,32 @@ def empty_window(settings: WindowSettings) -> Window:
 _NO_TIME = timedelta(0)
 
 
-def _fresh(window: Window, now: datetime) -> list[Reading]:
-    """The readings that have not reached `maxAge` at `now`."""
+_OBSERVED_AT: Callable[[Reading], datetime] = attrgetter("observed_at")
+_SERVABLE: Callable[[Reading], int] = attrgetter("servable")
+
+
+def _fresh(window: Window, now: datetime) -> Sequence[Reading]:
+    """The readings that have not reached `maxAge` at `now`, oldest first.
+
+    The readings themselves when none has aged out; a suffix of them when they are in
+    `observedAt` order.
+    """
+    readings = window.readings
+    if not readings:
+        return readings
     try:
         cutoff = now - window.settings.max_age_span
     except OverflowError:  # before year 1: nothing can be that old
-        return list(window.readings)
-    return [reading for reading in window.readings if reading.observed_at > cutoff]
+        return readings
+    if window.ordered:
+        for index, reading in enumerate(readings):
+            if reading.observed_at > cutoff:
+                return readings[index:] if index else readings
+        return ()
+    # usually none has aged out: one look at the oldest stamp says so
+    if min(map(_OBSERVED_AT, readings)) > cutoff:
+        return readings
+    return [reading for reading in readings if reading.observed_at > cutoff]
 
 
 def record_reading(window: Window, reading: Reading, now: datetime) -> Window:
@@ -167,12 +197,42 @@ def record_reading(window: Window, reading: Reading, now: datetime) -> Window:
         return Window(settings, failure=FUTURE)
     if age >= settings.max_age_span:
         return Window(settings, failure=stale_reason(settings.max_age), stale=True)
-    kept = _fresh(window, now)
-    lost_to_age = window.expired or len(kept) < len(window.readings)
-    kept.append(reading)
-    if len(kept) > settings.samples:
-        del kept[: len(kept) - settings.samples]
-    return Window(settings, tuple(kept), expired=lost_to_age and len(kept) < settings.quorum)
+    readings = window.readings
+    fresh = _fresh(window, now)
+    lost_to_age = window.expired or len(fresh) < len(readings)
+    kept = (*fresh, reading)
+    excess = len(kept) - settings.samples
+    if excess > 0:
+        kept = kept[excess:]
+    if window.ordered or not readings:
+        # `fresh` is a suffix of the readings: what left the window is a prefix of them,
+        # then the first `excess` fresh ones
+        ordered = not fresh or fresh[-1].observed_at <= reading.observed_at
+        ranked = window.ranked if readings else ()
+        if ranked is not None:
+            gone = readings[: len(readings) - len(fresh)] + tuple(fresh[: max(excess, 0)])
+            ranked = _reranked(ranked, gone, reading.servable)
+    else:
+        ordered = all(a.observed_at <= b.observed_at for a, b in pairwise(kept))
+        ranked = None
+    if ranked is None:
+        ranked = tuple(sorted(map(_SERVABLE, kept)))
+    return Window(
+        settings,
+        kept,
+        expired=lost_to_age and len(kept) < settings.quorum,
+        ordered=ordered,
+        ranked=ranked,
+    )
+
+
+def _reranked(ranked: tuple[int, ...], gone: Sequence[Reading], added: int) -> tuple[int, ...]:
+    """`ranked` without the counts of `gone` and with `added`, still lowest first."""
+    counts = list(ranked)
+    for reading in gone:
+        del counts[bisect_left(counts, reading.servable)]
+    insort(counts, added)
+    return tuple(counts)
 
 
 def record_failure(window: Window, reason: str) -> Window:
@@ -185,11 +245,11 @@ def state(window: Window, now: datetime) -> WindowState:
     return _assess(window, now)[0]
 
 
-def _assess(window: Window, now: datetime) -> tuple[WindowState, list[Reading]]:
+def _assess(window: Window, now: datetime) -> tuple[WindowState, Sequence[Reading]]:
     if window.failure is not None:
-        return (WindowState.STALE if window.stale else WindowState.FAILED), []
+        return (WindowState.STALE if window.stale else WindowState.FAILED), ()
     if not window.readings:
-        return WindowState.NO_REPORT, []
+        return WindowState.NO_REPORT, ()
     fresh = _fresh(window, now)
     if len(fresh) >= window.settings.quorum:
         return WindowState.USABLE, fresh
@@ -215,18 +275,38 @@ def fallback_reason(window_state: WindowState, window: Window, accepted: int) ->
     return _REASONS[window_state](window, accepted)
 
 
-def _ceiling(fresh: list[Reading], quorum: int) -> int:
-    return sorted(reading.servable for reading in fresh)[quorum - 1]
+def _ceiling(window: Window, fresh: Sequence[Reading]) -> int:
+    """The `quorum`-th lowest servable count of the fresh readings."""
+    quorum = window.settings.quorum
+    if window.ranked is not None and len(fresh) == len(window.readings):
+        return window.ranked[quorum - 1]
+    return sorted(map(_SERVABLE, fresh))[quorum - 1]
 
 
 def verdict(window: Window, now: datetime) -> Verdict:
     """The home's ceiling at `now`, or the reason it has none."""
+    ranked = window.ranked
+    if ranked is not None and window.ordered and window.failure is None:
+        # the usual case after a poll, in one look: a quorum of readings, the oldest
+        # of them still fresh
+        readings = window.readings
+        quorum = window.settings.quorum
+        if len(readings) >= quorum and readings[0].observed_at > _cutoff(window, now):
+            return Verdict(ranked[quorum - 1], None)
     return _verdict(window, *_assess(window, now))
 
 
-def _verdict(window: Window, window_state: WindowState, fresh: list[Reading]) -> Verdict:
+def _cutoff(window: Window, now: datetime) -> datetime:
+    """Readings stamped at or before this have reached `maxAge` at `now`."""
+    try:
+        return now - window.settings.max_age_span
+    except OverflowError:  # before year 1: nothing can be that old
+        return datetime.min.replace(tzinfo=now.tzinfo)
+
+
+def _verdict(window: Window, window_state: WindowState, fresh: Sequence[Reading]) -> Verdict:
     if window_state is WindowState.USABLE:
-        return Verdict(_ceiling(fresh, window.settings.quorum), None)
+        return Verdict(_ceiling(window, fresh), None)
     return Verdict(None, fallback_reason(window_state, window, len(fresh)))
 
 
@@ -239,7 +319,7 @@ def next_change(window: Window, now: datetime) -> datetime | None:
     effect, as long as `quorum` fresh readings remain.
     """
     window_state, fresh = _assess(window, now)
-    ceiling = _ceiling(fresh, window.settings.quorum) if window_state is WindowState.USABLE else 0
+    ceiling = _ceiling(window, fresh) if window_state is WindowState.USABLE else 0
     return _next_change(window, window_state, fresh, ceiling)
 
 
@@ -252,20 +332,26 @@ def judge(window: Window, now: datetime) -> tuple[Verdict, datetime | None]:
 
 
 def _next_change(
-    window: Window, window_state: WindowState, fresh: list[Reading], ceiling: int
+    window: Window, window_state: WindowState, fresh: Sequence[Reading], ceiling: int
 ) -> datetime | None:
     """`ceiling` is the verdict's while the window is usable (unused otherwise)."""
     if not fresh:
         return None
     step = window.settings.max_age_span
     try:
+        ordered = window.ordered
         if window_state is not WindowState.USABLE:
-            return min(reading.observed_at for reading in fresh) + step
+            oldest = fresh[0].observed_at if ordered else min(map(_OBSERVED_AT, fresh))
+            return oldest + step
         quorum = window.settings.quorum
-        expiries = sorted(reading.observed_at for reading in fresh)
         # losing len(fresh) - quorum + 1 readings, whichever, leaves less than a quorum
-        moment = expiries[len(fresh) - quorum]
-        at_or_below = [r.observed_at for r in fresh if r.servable <= ceiling]
-        return min(moment, *at_or_below) + step
+        if ordered:
+            moment = fresh[len(fresh) - quorum].observed_at
+            # so does losing one at or below the ceiling: the oldest of them goes first
+            at_or_below = next(r.observed_at for r in fresh if r.servable <= ceiling)
+        else:
+            moment = sorted(map(_OBSERVED_AT, fresh))[len(fresh) - quorum]
+            at_or_below = min(r.observed_at for r in fresh if r.servable <= ceiling)
+        return min(moment, at_or_below) + step
     except OverflowError:  # past year 9999: never, in practice
         return None
