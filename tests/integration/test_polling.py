@@ -195,7 +195,8 @@ async def test_a_poll_sends_no_credentials_and_keeps_no_cookies(
     for request in server.requests:
         assert "Cookie" not in request.headers
         assert "Authorization" not in request.headers
-        assert "Accept-Encoding" not in request.headers
+        # the body is wanted as it is: the observer never decompresses
+        assert request.headers["Accept-Encoding"] == "identity"
 
 
 async def test_a_poll_ignores_proxy_and_netrc_settings_in_the_environment(

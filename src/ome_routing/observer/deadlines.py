@@ -8,9 +8,11 @@ itself for the next. Polls that share a `timeout` start in order, so a new limit
 almost never the nearest and the timer fires about once per `timeout`, whatever the
 poll rate.
 
-A limit behaves as `asyncio.timeout` does: its task is cancelled at the limit, and the
-`async with` turns that cancellation into `TimeoutError`; a cancellation from elsewhere
-stays one. It must be used inside a task.
+A limit behaves as `asyncio.timeout` does: its task is cancelled at the limit, and that
+cancellation becomes `TimeoutError`; a cancellation from elsewhere stays one. Use it as
+`async with deadlines.limit(when)`, or, on a path that runs for every request, with
+`arm` and `disarm` (no context-manager coroutines to make and await). It must be used
+inside a task.
 """
 
 from __future__ import annotations
@@ -28,9 +30,31 @@ class Deadlines:
         self._underway: set[Limit] = set()
         self._timer: asyncio.TimerHandle | None = None
 
-    def limit(self, when: float) -> Limit:
+    def limit(self, when: float) -> _Bounded:
         """Bound the body of an `async with` to end by `when`, in event-loop seconds."""
-        return Limit(self, when)
+        return _Bounded(self, when)
+
+    def arm(self, when: float, task: asyncio.Task[Any] | None = None) -> Limit:
+        """Cancel `task` (the current one by default) at `when` unless `disarm` comes first.
+
+        Call `disarm` when the work is over, whatever its outcome; if it returns True, a
+        `CancelledError` that the task is seeing is the limit's: raise `TimeoutError`.
+        A caller that runs many limits in one task can pass it, to save looking it up.
+        """
+        if task is None:
+            task = asyncio.current_task()
+            if task is None:
+                raise RuntimeError("a time limit must be used inside a task")
+        limit = Limit(task, when)
+        self._add(limit)
+        return limit
+
+    def disarm(self, limit: Limit) -> bool:
+        """Take a limit off; True when it expired and cancelled the task."""
+        self._underway.discard(limit)
+        # as `asyncio.timeout`: the limit's cancellation is taken back (`uncancel`), and
+        # it is the limit's only if no other cancellation was requested meanwhile
+        return limit.expired and limit.task.uncancel() <= limit.cancelling
 
     def __len__(self) -> int:
         return len(self._underway)
@@ -66,35 +90,37 @@ class Deadlines:
 
 
 class Limit:
-    """One request's time limit: the `async with` that `Deadlines.limit` gives."""
+    """One request's time limit, armed by `Deadlines.arm`."""
 
-    __slots__ = ("_cancelling", "_deadlines", "_expired", "_task", "when")
+    __slots__ = ("cancelling", "expired", "task", "when")
+
+    def __init__(self, task: asyncio.Task[Any], when: float) -> None:
+        self.task = task
+        #: the task's pending cancellations when the limit was armed
+        self.cancelling = task.cancelling()
+        self.expired = False
+        self.when = when
+
+    def expire(self) -> None:
+        """Cancel the task now; `disarm` then reports the limit as the cause."""
+        if not self.expired:
+            self.expired = True
+            self.task.cancel()
+
+
+class _Bounded:
+    """The `async with` that `Deadlines.limit` gives: `arm` on entry, `disarm` on exit."""
+
+    __slots__ = ("_deadlines", "_limit", "_when")
 
     def __init__(self, deadlines: Deadlines, when: float) -> None:
         self._deadlines = deadlines
-        self._task: asyncio.Task[Any] | None = None
-        self._cancelling = 0
-        self._expired = False
-        self.when = when
-
-    @property
-    def expired(self) -> bool:
-        return self._expired
-
-    def expire(self) -> None:
-        """Cancel the task now; its `async with` raises `TimeoutError`."""
-        if self._task is not None and not self._expired:
-            self._expired = True
-            self._task.cancel()
+        self._when = when
+        self._limit: Limit | None = None
 
     async def __aenter__(self) -> Limit:
-        task = asyncio.current_task()
-        if task is None:
-            raise RuntimeError("a time limit must be used inside a task")
-        self._task = task
-        self._cancelling = task.cancelling()
-        self._deadlines._add(self)
-        return self
+        self._limit = self._deadlines.arm(self._when)
+        return self._limit
 
     async def __aexit__(
         self,
@@ -102,11 +128,6 @@ class Limit:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._deadlines._underway.discard(self)
-        if (
-            self._expired
-            and self._task is not None
-            and self._task.uncancel() <= self._cancelling
-            and exc_type is asyncio.CancelledError
-        ):
+        assert self._limit is not None
+        if self._deadlines.disarm(self._limit) and exc_type is asyncio.CancelledError:
             raise TimeoutError from exc

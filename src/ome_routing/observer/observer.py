@@ -21,11 +21,13 @@ Homes set before `start()`, or while the observer stops, show the reason
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ome_routing.core.capacity import (
     Verdict,
@@ -33,15 +35,20 @@ from ome_routing.core.capacity import (
     WindowSettings,
     empty_window,
     judge,
-    next_change,
     record_failure,
     record_reading,
 )
+from ome_routing.core.capacity import verdict as verdict_at
 from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.observer import failures
 from ome_routing.observer.failures import Outcome, PollFailure
 from ome_routing.observer.polling import PollClient, PollRequest, build_request
-from ome_routing.observer.scheduling import first_offset, next_due
+from ome_routing.observer.scheduling import DueQueue, first_offset, next_due
+
+log = logging.getLogger("ome_routing.observer")
+
+#: The schedule's lane of homes that were due again as soon as their poll ended.
+_LATE = "late"
 
 HomeKey = Hashable
 Clock = Callable[[], datetime]
@@ -52,9 +59,11 @@ def wall_clock() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(frozen=True, slots=True)
-class PollEvent:
-    """One finished poll, for metrics: times are event-loop seconds."""
+class PollEvent(NamedTuple):
+    """One finished poll, for metrics: times are event-loop seconds.
+
+    A named tuple: one is made for every poll, and it is the cheapest immutable record.
+    """
 
     key: HomeKey
     outcome: Outcome
@@ -112,10 +121,19 @@ class _Home:
     request: PollRequest | PollFailure
     window: Window
     verdict: Verdict
-    #: the window's `next_change` as judged at `judged_at` (it holds until that moment)
-    change: datetime | None
-    judged_at: datetime
-    task: asyncio.Task[None] | None = None
+    #: the window's `next_change` as last judged (None: nothing to age out, or not judged
+    #: because the home was due again at once)
+    change: datetime | None = None
+    #: when the home's next poll is due, in event-loop seconds
+    due: float = 0.0
+    #: the worker that polls the home now
+    polling: asyncio.Task[None] | None = None
+    #: the timer that judges the home again when a reading ages out before its next poll
+    wake: asyncio.TimerHandle | None = None
+    #: no longer the observer's: not polled again, its poll underway cancelled
+    retired: bool = False
+    #: its poll underway was cancelled because it retired
+    cancelled: bool = False
 
 
 def _settings(policy: CapacityPolicy) -> WindowSettings:
@@ -146,7 +164,13 @@ class Observer:
         self._stats: PollStats = stats if stats is not None else NoStats()
         self._homes: dict[HomeKey, _Home] = {}
         self._phase = _Phase.STARTING
-        self._retiring: set[asyncio.Task[None]] = set()
+        #: scheduled homes by due time; retired ones stay until they reach the front
+        self._queue: DueQueue[_Home] = DueQueue()
+        #: workers with nothing due, each waiting on its future, longest idle first
+        self._idle: deque[asyncio.Future[None]] = deque()
+        #: wakes an idle worker when the first scheduled home is due
+        self._timer: asyncio.TimerHandle | None = None
+        self._workers: list[asyncio.Task[None]] = []
 
     # --- the homes --------------------------------------------------------------
 
@@ -192,7 +216,13 @@ class Observer:
         """Start every home over with an empty window, and start polling."""
         if self._phase is _Phase.RUNNING:
             return
+        await self._drain()  # a stop that did not wait for its workers
         self._phase = _Phase.RUNNING
+        loop = asyncio.get_running_loop()
+        self._workers = [
+            loop.create_task(self._work(loop), name=f"capacity poller {number}")
+            for number in range(self._client.budget.limit)
+        ]
         for key, old in list(self._homes.items()):
             home = self._new_home(key, old.endpoint, old.policy)
             self._homes[key] = home
@@ -213,11 +243,19 @@ class Observer:
             home.window = record_failure(home.window, reason)
             home.verdict = Verdict(None, reason)
             home.change = None
+        for worker in self._workers:
+            worker.cancel()
+        self._queue.clear()
+        self._idle.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         await self._drain()
 
     async def _drain(self) -> None:
-        while self._retiring:
-            await asyncio.gather(*self._retiring, return_exceptions=True)
+        workers, self._workers = self._workers, []
+        if workers:
+            await asyncio.gather(*workers, return_exceptions=True)
 
     # --- one home -------------------------------------------------------------------
 
@@ -229,71 +267,167 @@ class Observer:
             window = record_failure(window, reason)
         elif isinstance(request, PollFailure):
             window = record_failure(window, request.reason)
-        now = self._clock()
-        judged, change = judge(window, now)
-        return _Home(key, endpoint, policy, request, window, judged, change, now)
+        return _Home(key, endpoint, policy, request, window, verdict_at(window, self._clock()))
 
     def _launch(self, home: _Home) -> None:
         if isinstance(home.request, PollFailure):
             return  # nothing to send: the verdict shows why, until the home changes
-        home.task = asyncio.create_task(self._run(home, home.request), name=f"poll {home.key!r}")
+        loop = asyncio.get_running_loop()
+        self._schedule(home, loop.time() + first_offset(home.key, home.policy.period.seconds))
 
     def _retire(self, home: _Home) -> None:
-        task = home.task
-        home.task = None
-        if task is not None and not task.done():
-            task.cancel()
-            self._retiring.add(task)
-            task.add_done_callback(self._retiring.discard)
+        home.retired = True
+        if home.wake is not None:
+            home.wake.cancel()
+            home.wake = None
+        worker = home.polling
+        if worker is not None:
+            home.polling = None
+            home.cancelled = True
+            worker.cancel()
 
-    def _judge(self, home: _Home, now: datetime) -> None:
-        judged, home.change = judge(home.window, now)
-        home.judged_at = now
-        if judged != home.verdict:
+    def _judge(self, home: _Home, now: datetime, *, with_change: bool = True) -> None:
+        if with_change:
+            judged, home.change = judge(home.window, now)
+        else:
+            judged, home.change = verdict_at(home.window, now), None
+        held = home.verdict
+        # field by field: the dataclass's `!=` costs more, once per poll
+        if judged.ceiling != held.ceiling or judged.fallback_reason != held.fallback_reason:
             home.verdict = judged
             if self._homes.get(home.key) is home:
                 self._on_change(home.key, judged)
 
-    async def _run(self, home: _Home, request: PollRequest) -> None:
-        loop = asyncio.get_running_loop()
-        policy = home.policy
-        period = policy.period.seconds
-        due = loop.time() + first_offset(home.key, period)
-        while True:
-            if loop.time() < due:
-                await self._wait_until(home, due, loop)
-            started = loop.time()
-            result = await self._client.poll(request, policy.timeout)
-            now = self._clock()
-            if result.reading is not None:
-                home.window = record_reading(home.window, result.reading, now)
-                outcome = result.outcome
-                if home.window.failure is not None:
-                    outcome = Outcome.STALE if home.window.stale else Outcome.FUTURE
-            else:
-                assert result.reason is not None
-                home.window = record_failure(home.window, result.reason)
-                outcome = result.outcome
-            self._judge(home, now)
-            self._stats.poll_finished(
-                PollEvent(home.key, outcome, started, result.waited, result.latency)
-            )
-            due = next_due(due, period, loop.time())
+    # --- the schedule -----------------------------------------------------------------
 
-    async def _wait_until(self, home: _Home, due: float, loop: asyncio.AbstractEventLoop) -> None:
-        """Sleep until `due`, waking to judge again whenever a reading ages out."""
+    def _schedule(self, home: _Home, due: float, lane: Hashable | None = None) -> None:
+        """Put the home on the schedule; `lane` as `DueQueue.push` takes it."""
+        home.due = due
+        self._queue.push(home, due, lane)
+        if self._idle:
+            self._rouse()
+
+    def _take(self, now: float) -> _Home | None:
+        """The first scheduled home that is due at `now` and not retired, off the schedule."""
+        queue = self._queue
         while True:
-            at = loop.time()
-            if at >= due:
+            home = queue.pop_due(now)
+            if home is None or not home.retired:
+                return home
+
+    def _rouse(self) -> None:
+        """Wake an idle worker if a home is due; if none is yet, set the timer for it."""
+        # a retired home at the front may wake a worker for nothing: `_take` drops it
+        first = self._queue.first_due()
+        if first is None or not self._idle:
+            return
+        loop = asyncio.get_running_loop()
+        if first <= loop.time():
+            while self._idle:
+                waiter = self._idle.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    return
+            return
+        timer = self._timer
+        if timer is not None:
+            if timer.when() <= first:
                 return
-            wake = due
-            now = self._clock()
-            # judged after the last poll or wake-up; it holds until its moment, unless
-            # the clock has gone back since
-            change = home.change if now >= home.judged_at else next_change(home.window, now)
-            if change is not None:
-                # never spin: a moment already past is judged after a millisecond
-                wake = min(due, at + max((change - now).total_seconds(), 0.001))
-            await asyncio.sleep(wake - at)
-            if wake < due:
-                self._judge(home, self._clock())
+            timer.cancel()
+        self._timer = loop.call_at(first, self._ring)
+
+    def _ring(self) -> None:
+        self._timer = None
+        self._rouse()
+
+    async def _work(self, loop: asyncio.AbstractEventLoop) -> None:
+        """One worker: polls due homes one after the other, idle while none is due."""
+        task = asyncio.current_task()
+        assert task is not None
+        while True:
+            home = self._take(loop.time())
+            if home is None:
+                waiter = loop.create_future()
+                self._idle.append(waiter)
+                self._rouse()
+                await waiter
+                continue
+            if self._idle:
+                self._rouse()  # the next home may be due as well
+            try:
+                await self._poll(home, task, loop)
+            except Exception:
+                # a fault of the observer's own (or of `on_change`) costs one poll, not
+                # the worker: the home keeps its schedule
+                log.exception("capacity poll of %r failed", home.key)
+                home.polling = None
+                if not home.retired:
+                    self._schedule(home, loop.time() + home.policy.period.seconds)
+
+    async def _poll(
+        self, home: _Home, task: asyncio.Task[None], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Poll a due home, record the outcome, judge it and schedule its next poll."""
+        if home.wake is not None:
+            home.wake.cancel()
+            home.wake = None
+        request = home.request
+        assert not isinstance(request, PollFailure)
+        policy = home.policy
+        due = home.due
+        picked = loop.time()
+        home.polling = task
+        try:
+            result = await self._client.poll(request, policy.timeout, task)
+        except asyncio.CancelledError:
+            # the home retired during its poll: drop the poll, unless the worker is
+            # being stopped as well
+            if home.cancelled and task.uncancel() == 0 and self._phase is _Phase.RUNNING:
+                return
+            raise
+        home.polling = None
+        if home.retired:
+            return
+        now = self._clock()
+        if result.reading is not None:
+            home.window = record_reading(home.window, result.reading, now)
+            outcome = result.outcome
+            if home.window.failure is not None:
+                outcome = Outcome.STALE if home.window.stale else Outcome.FUTURE
+        else:
+            assert result.reason is not None
+            home.window = record_failure(home.window, result.reason)
+            outcome = result.outcome
+        at = loop.time()
+        period = policy.period.seconds
+        following = next_due(due, period, at)
+        # when a reading will age out matters only to a home that waits for its next
+        # poll; one that is due again at once (the budget is saturated) is judged then
+        waits = at < following
+        self._judge(home, now, with_change=waits)
+        if waits and home.change is not None:
+            self._set_wake(home, now, at, following)
+        # the homes of one period come back in the order they were due; late ones
+        # (due again at once) in the order they finished
+        self._schedule(home, following, period if waits else _LATE)
+        # waited: from when the poll was due until its request went out
+        waited = picked - due + result.waited
+        self._stats.poll_finished(PollEvent(home.key, outcome, due, waited, result.latency))
+
+    def _set_wake(self, home: _Home, now: datetime, at: float, due: float) -> None:
+        """Judge the home again when a reading ages out, if that comes before `due`."""
+        assert home.change is not None
+        # never spin: a moment already past is judged after a millisecond
+        wake = at + max((home.change - now).total_seconds(), 0.001)
+        if wake < due:
+            loop = asyncio.get_running_loop()
+            home.wake = loop.call_at(wake, self._woken, home)
+
+    def _woken(self, home: _Home) -> None:
+        home.wake = None
+        if home.retired or home.polling is not None:
+            return
+        now = self._clock()
+        self._judge(home, now)
+        if home.change is not None:
+            self._set_wake(home, now, asyncio.get_running_loop().time(), home.due)

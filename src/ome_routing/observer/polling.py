@@ -22,6 +22,7 @@ import asyncio
 import re
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any, NamedTuple
 
 import aiohttp
 from yarl import URL
@@ -40,7 +41,14 @@ METHODS = ("GET", "POST")
 #: `period` seconds would otherwise each hold an idle socket.
 DEFAULT_KEEPALIVE_SECONDS = 5.0
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_HEADERS = {"Accept": "application/json", "User-Agent": f"ome-routing/{__version__}"}
+#: `Accept-Encoding: identity` asks for the body as it is: the observer never decompresses.
+#: Naming it here, rather than skipping aiohttp's default, keeps its per-request header
+#: work on the short path.
+_HEADERS = {
+    "Accept": "application/json",
+    "Accept-Encoding": "identity",
+    "User-Agent": f"ome-routing/{__version__}",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +59,11 @@ class PollRequest:
     method: str
 
 
-@dataclass(frozen=True, slots=True)
-class PollResult:
-    """How one poll ended: a reading, or the fallback reason why there is none."""
+class PollResult(NamedTuple):
+    """How one poll ended: a reading, or the fallback reason why there is none.
+
+    A named tuple: one is made for every poll, and it is the cheapest immutable record.
+    """
 
     outcome: Outcome
     reading: Reading | None
@@ -121,6 +131,13 @@ def request_for_url(url: str, method: str) -> PollRequest:
     return PollRequest(url=_check_endpoint(url), method=_check_method(method))
 
 
+def _out_of_time(answered: bool, timeout: Duration) -> PollFailure:
+    """The time ran out: before the answer came (unreachable), or while reading it."""
+    if answered:
+        return failures.incomplete(failures.timed_out(timeout))
+    return failures.unreachable(failures.timed_out(timeout))
+
+
 def _failed(failure: PollFailure, waited: float, latency: float) -> PollResult:
     return PollResult(failure.outcome, None, failure.reason, waited, latency)
 
@@ -158,7 +175,6 @@ class PollClient:
             auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None),
             headers=_HEADERS,
-            skip_auto_headers=("Accept-Encoding",),
             raise_for_status=False,
         )
         self._closing = False
@@ -190,69 +206,79 @@ class PollClient:
     ) -> None:
         await self.close()
 
-    async def poll(self, request: PollRequest, timeout: Duration) -> PollResult:
-        """Send one poll once a budget slot is free, and read its answer."""
+    async def poll(
+        self, request: PollRequest, timeout: Duration, task: asyncio.Task[Any] | None = None
+    ) -> PollResult:
+        """Send one poll once a budget slot is free, and read its answer.
+
+        `task` is the task that awaits this (looked up if not given): the timeout
+        cancels it. One coroutine from the slot to the reading, since it runs for every
+        poll: each level of coroutine costs on every resumption.
+        """
         if self._closing:
             return _failed(failures.not_submitted("observer is stopping"), 0.0, 0.0)
         budget = self._budget
         waited = 0.0 if budget.try_acquire() else await budget.acquire()
+        loop = self._loop
+        start = 0.0
         try:
             if self._closing:
-                return _failed(failures.not_submitted("observer is stopping"), waited, 0.0)
-            loop = self._loop
+                raise failures.not_submitted("observer is stopping")
+            # the timeout's start is `start`, when the request goes out
             start = loop.time()
+            deadlines = self._deadlines
+            limit = deadlines.arm(start + timeout.seconds, task)
+            answered = timed_out = False
             try:
-                reading = await self._fetch(request, timeout, start)
-            except PollFailure as failure:
-                return _failed(failure, waited, loop.time() - start)
-            return PollResult(Outcome.OK, reading, None, waited, loop.time() - start)
+                try:
+                    async with self._session.request(
+                        request.method, request.url, allow_redirects=False
+                    ) as response:
+                        answered = True
+                        try:
+                            if response.status != 200:
+                                raise failures.http_status(response.status)
+                            length = response.content_length
+                            if length is None:
+                                body = await self._read_unsized(response)
+                            elif length > self._limit:
+                                raise failures.too_large(self._limit)
+                            else:
+                                # the parser reads no more than the declared length
+                                body = await response.read()
+                        except BaseException:
+                            response.close()
+                            raise
+                finally:
+                    timed_out = deadlines.disarm(limit)
+            except asyncio.CancelledError:
+                if not timed_out:
+                    raise
+                raise _out_of_time(answered, timeout) from None
+            except TimeoutError:
+                raise _out_of_time(answered, timeout) from None
+            except aiohttp.ClientError as err:
+                if answered:
+                    raise failures.body_failure(err) from None
+                raise failures.connection_failure(err) from None
+            except OSError as err:
+                if answered:
+                    raise failures.body_failure(err) from None
+                wrapped = aiohttp.ClientOSError(err.errno, err.strerror)
+                raise failures.connection_failure(wrapped) from None
+            try:
+                reading = parse_report(body)
+            except ReportError as err:
+                raise PollFailure(Outcome.INVALID_REPORT, err.reason) from None
+        except PollFailure as failure:
+            return _failed(failure, waited, loop.time() - start if start else 0.0)
         finally:
             budget.release()
+        return PollResult(Outcome.OK, reading, None, waited, loop.time() - start)
 
-    async def _fetch(self, request: PollRequest, timeout: Duration, start: float) -> Reading:
-        answered = False
-        try:
-            # the timeout's start is `start`, when the request goes out
-            async with (
-                self._deadlines.limit(start + timeout.seconds),
-                self._session.request(
-                    request.method, request.url, allow_redirects=False
-                ) as response,
-            ):
-                answered = True
-                try:
-                    if response.status != 200:
-                        raise failures.http_status(response.status)
-                    body = await self._read_body(response)
-                except BaseException:
-                    response.close()
-                    raise
-        except TimeoutError:
-            if answered:
-                raise failures.incomplete(failures.timed_out(timeout)) from None
-            raise failures.unreachable(failures.timed_out(timeout)) from None
-        except aiohttp.ClientError as err:
-            if answered:
-                raise failures.body_failure(err) from None
-            raise failures.connection_failure(err) from None
-        except OSError as err:
-            if answered:
-                raise failures.body_failure(err) from None
-            wrapped = aiohttp.ClientOSError(err.errno, err.strerror)
-            raise failures.connection_failure(wrapped) from None
-        try:
-            return parse_report(body)
-        except ReportError as err:
-            raise PollFailure(Outcome.INVALID_REPORT, err.reason) from None
-
-    async def _read_body(self, response: aiohttp.ClientResponse) -> bytes:
+    async def _read_unsized(self, response: aiohttp.ClientResponse) -> bytes:
+        """A body of no declared length (chunked, or up to the end of the connection)."""
         limit = self._limit
-        length = response.content_length
-        if length is not None:
-            if length > limit:
-                raise failures.too_large(limit)
-            # The parser reads no more than the declared length of a body.
-            return await response.read()
         chunks: list[bytes] = []
         total = 0
         while True:

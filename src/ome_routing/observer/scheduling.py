@@ -3,13 +3,20 @@
 After a restart every home would otherwise be due at once. Each home's first poll is
 instead placed within the first period by a hash of its key that does not change
 between processes (Python's `hash` does), so the load spreads evenly and stays where
-it was. Pure arithmetic on loop-clock seconds; the observer does the waiting.
+it was. Pure arithmetic on loop-clock seconds, and the queue of homes by due time
+(`DueQueue`); the observer does the waiting.
 """
 
 from __future__ import annotations
 
 import hashlib
+import heapq
+import itertools
+from collections import deque
 from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 _SPAN = float(1 << 64)
 
@@ -33,3 +40,61 @@ def next_due(due: float, period: float, now: float) -> float:
     """
     following = due + period
     return following if following > now else now
+
+
+class DueQueue(Generic[T]):
+    """Items by due time, earliest first, cheap for items that come back every period.
+
+    A heap would do, but taking from a heap of thousands of entries costs a dozen
+    comparisons on memory that is cold by then. Items that are pushed with a `lane` (the
+    observer's: a period, or "late") mostly arrive in due order within it, since each
+    comes back one period after it was due: those go to the end of the lane's queue,
+    and only the few that would break its order go to the heap. Taking looks at the
+    front of every lane and of the heap. At most `max_lanes` lanes are kept; items of
+    other lanes go to the heap too.
+    """
+
+    def __init__(self, max_lanes: int = 16) -> None:
+        self._heap: list[tuple[float, int, T]] = []
+        self._order = itertools.count()
+        self._lanes: dict[Hashable, deque[tuple[float, T]]] = {}
+        self._max_lanes = max_lanes
+
+    def __len__(self) -> int:
+        return len(self._heap) + sum(len(lane) for lane in self._lanes.values())
+
+    def push(self, item: T, due: float, lane: Hashable | None = None) -> None:
+        if lane is not None:
+            queue = self._lanes.get(lane)
+            if queue is None and len(self._lanes) < self._max_lanes:
+                queue = self._lanes[lane] = deque()
+            if queue is not None and (not queue or queue[-1][0] <= due):
+                queue.append((due, item))
+                return
+        heapq.heappush(self._heap, (due, next(self._order), item))
+
+    def first_due(self) -> float | None:
+        """When the first item is due, or None when there is none."""
+        first = self._heap[0][0] if self._heap else None
+        for queue in self._lanes.values():
+            if queue and (first is None or queue[0][0] < first):
+                first = queue[0][0]
+        return first
+
+    def pop_due(self, now: float) -> T | None:
+        """Take the first item if it is due at `now`."""
+        heap = self._heap
+        first = heap[0][0] if heap else None
+        source: deque[tuple[float, T]] | None = None
+        for queue in self._lanes.values():
+            if queue and (first is None or queue[0][0] < first):
+                first, source = queue[0][0], queue
+        if first is None or first > now:
+            return None
+        if source is not None:
+            return source.popleft()[1]
+        return heapq.heappop(heap)[2]
+
+    def clear(self) -> None:
+        self._heap.clear()
+        self._lanes.clear()
