@@ -6,6 +6,7 @@ Every matching request gets `{"servable": 4, "observedAt": "<now>"}`. Needs Debi
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -45,11 +46,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def nginx_reporter(location: str = "= /capacity") -> Iterator[str]:
+def nginx_reporter(location: str = "= /capacity", cpu: int | None = None) -> Iterator[str]:
     """Run nginx in the foreground on a free loopback port; yields its base URL.
 
     `location` is an nginx location match: `= /capacity` for one path, `~ /capacity$` for
-    every endpoint that ends in the poll path.
+    every endpoint that ends in the poll path. `cpu` pins nginx to that CPU.
     """
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(binary).exists():
@@ -62,6 +63,7 @@ def nginx_reporter(location: str = "= /capacity") -> Iterator[str]:
             [binary, "-p", prefix, "-c", str(conf), "-g", "daemon off;"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            preexec_fn=None if cpu is None else lambda: os.sched_setaffinity(0, {cpu}),
         )
         try:
             deadline = time.monotonic() + 5

@@ -8,10 +8,17 @@ Starts nginx on loopback as a reporter that answers every poll with
   (c) the observer polling N homes pointed at it, saturated (demand above capacity),
   (d) the observer with 10,000 homes below saturation: p99 of (interval - period).
 
+(b) and (c) run `--rounds` times, each round at the same time in two processes that share
+one CPU, so that both see the same machine (`--apart` runs them one after the other:
+on a shared machine, its speed drifts between the two). Each of (b)-(d) runs in a fresh
+Python process, as a controller would: one phase's heap (thousands of homes made and
+dropped) must not weigh on the next. Each calls `observer.tune_gc()` first, as the controller does at
+startup (`--no-tune-gc` keeps CPython's defaults, for comparison). nginx is pinned to
+one CPU and the phases to another (`--no-pin` leaves placement to the scheduler).
+
 Prints polls/s of (a)-(c), the ratios (c)/(b) and (c)/(a), CPU seconds per 1,000 polls,
 the interval lag, the longest garbage collection of each phase, and the load average
-before and after. The process calls `observer.tune_gc()` first, as the controller does
-at startup (`--no-tune-gc` keeps CPython's defaults, for comparison). Needs `nginx` and `wrk` on PATH (Debian:
+before and after. Needs `nginx` and `wrk` on PATH (Debian:
 `apt-get install -y nginx-light wrk`). Not a test: numbers depend on the machine.
 """
 
@@ -21,6 +28,7 @@ import argparse
 import asyncio
 import gc
 import itertools
+import json
 import os
 import re
 import shutil
@@ -30,6 +38,7 @@ import sys
 import time
 from collections.abc import Hashable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -166,39 +175,90 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def main_async(
-    args: argparse.Namespace, endpoint: str, wrk_rate: float, collections: Collections
-) -> None:
-    url = endpoint + "/capacity"
-    ratios: list[float] = []
-    cpu_ratios: list[float] = []
-    for round_ in range(1, args.rounds + 1):
-        collections.reset()
-        bare_rate, bare_cpu = await bare_fetch_loop(url, args.budget, args.seconds)
-        print(
-            f"(b) bare aiohttp loop, {args.budget} at once:   {bare_rate:9.0f} polls/s  "
-            f"({bare_cpu:.3f} CPU s per 1,000; longest GC {collections.longest * 1000:.1f} ms)"
-            f"   round {round_}"
-        )
-        collections.reset()
-        saturated, obs_rate, obs_cpu = await observe(
+async def run_phase(args: argparse.Namespace, endpoint: str) -> dict[str, object]:
+    """One phase, in this (fresh) process: what it measured, for the parent to print."""
+    collections = Collections()
+    result: dict[str, object] = {}
+    # with --together, (b) and (c) measure over the same seconds, from `start_at` on
+    lead = 2.0 if args.start_at is None else args.start_at - time.time()
+    if args.phase == "bare":
+        if args.start_at is not None:
+            await asyncio.sleep(lead)
+        rate, cpu = await bare_fetch_loop(endpoint + "/capacity", args.budget, args.seconds)
+        result.update(rate=rate, cpu=cpu, failed=0)
+    elif args.phase == "saturate":
+        recorder, rate, cpu = await observe(
             endpoint,
             args.saturate_homes,
             args.saturate_period,
             args.budget,
             args.seconds,
-            2.0,
+            lead,
             False,
         )
+        result.update(rate=rate, cpu=cpu, failed=recorder.failures)
+    else:
+        recorder, rate, cpu = await observe(
+            endpoint, args.lag_homes, args.lag_period, args.budget, args.lag_seconds, 0.0, True
+        )
+        result.update(rate=rate, cpu=cpu, failed=recorder.failures)
+        result["lags"] = interval_lags(recorder, args.lag_period)
+    result["longest_gc"] = collections.longest
+    return result
+
+
+def start_phase(endpoint: str, name: str, *extra: str) -> subprocess.Popen[str]:
+    """Start a phase in a fresh process, with the same options, on the same CPU."""
+    command = [sys.executable, __file__, *sys.argv[1:], "--phase", name, "--endpoint", endpoint]
+    return subprocess.Popen(
+        [*command, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def figures_of(name: str, child: subprocess.Popen[str]) -> dict[str, Any]:
+    out, err = child.communicate()
+    if child.returncode != 0:
+        raise SystemExit(f"phase {name} failed:\n{err}")
+    figures: dict[str, Any] = json.loads(out.splitlines()[-1])
+    return figures
+
+
+def phase(endpoint: str, name: str) -> dict[str, Any]:
+    return figures_of(name, start_phase(endpoint, name))
+
+
+def phases_together(endpoint: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(b) and (c) at once, sharing one CPU, measured over the same seconds."""
+    start_at = str(time.time() + 3.0)
+    bare = start_phase(endpoint, "bare", "--start-at", start_at)
+    observed = start_phase(endpoint, "saturate", "--start-at", start_at)
+    return figures_of("bare", bare), figures_of("saturate", observed)
+
+
+def report(args: argparse.Namespace, endpoint: str, wrk_rate: float) -> None:
+    ratios: list[float] = []
+    cpu_ratios: list[float] = []
+    for round_ in range(1, args.rounds + 1):
+        if not args.apart:
+            bare, observed = phases_together(endpoint)
+        else:
+            bare = phase(endpoint, "bare")
+        print(
+            f"(b) bare aiohttp loop, {args.budget} at once:   {bare['rate']:9.0f} polls/s  "
+            f"({bare['cpu']:.3f} CPU s per 1,000; longest GC {bare['longest_gc'] * 1000:.1f} ms)"
+            f"   round {round_}"
+        )
+        if args.apart:
+            observed = phase(endpoint, "saturate")
         print(
             f"(c) observer, {args.saturate_homes} homes every {args.saturate_period}s: "
-            f"{obs_rate:9.0f} polls/s  ({obs_cpu:.3f} CPU s per 1,000; "
-            f"{saturated.failures} failed; longest GC {collections.longest * 1000:.1f} ms)"
+            f"{observed['rate']:9.0f} polls/s  ({observed['cpu']:.3f} CPU s per 1,000; "
+            f"{observed['failed']} failed; longest GC {observed['longest_gc'] * 1000:.1f} ms)"
         )
-        ratios.append(obs_rate / bare_rate)
-        cpu_ratios.append(obs_cpu / bare_cpu)
+        ratios.append(observed["rate"] / bare["rate"])
+        cpu_ratios.append(observed["cpu"] / bare["cpu"])
         print(
-            f"    (c)/(b) = {ratios[-1]:.2f}   (c)/(a) = {obs_rate / wrk_rate:.3f}   "
+            f"    (c)/(b) = {ratios[-1]:.2f}   (c)/(a) = {observed['rate'] / wrk_rate:.3f}   "
             f"CPU per poll (c)/(b) = {cpu_ratios[-1]:.2f}"
         )
     if args.rounds > 1:
@@ -207,15 +267,12 @@ async def main_async(
             f"(min {min(ratios):.2f}, max {max(ratios):.2f}); CPU per poll (c)/(b) median "
             f"{statistics.median(cpu_ratios):.2f}"
         )
-    collections.reset()
-    lagged, lag_rate, lag_cpu = await observe(
-        endpoint, args.lag_homes, args.lag_period, args.budget, args.lag_seconds, 0.0, True
-    )
-    lags = interval_lags(lagged, args.lag_period)
+    lagged = phase(endpoint, "lag")
+    lags: list[float] = lagged["lags"]
     print(
         f"(d) observer, {args.lag_homes} homes every {args.lag_period}s: "
-        f"{lag_rate:9.0f} polls/s  ({lag_cpu:.3f} CPU s per 1,000; {lagged.failures} failed; "
-        f"longest GC {collections.longest * 1000:.1f} ms)"
+        f"{lagged['rate']:9.0f} polls/s  ({lagged['cpu']:.3f} CPU s per 1,000; "
+        f"{lagged['failed']} failed; longest GC {lagged['longest_gc'] * 1000:.1f} ms)"
     )
     if lags:
         print(
@@ -233,9 +290,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=16, help="maxConcurrentRequests")
     parser.add_argument("--seconds", type=float, default=8.0, help="length of (a), (b), (c)")
-    parser.add_argument(
-        "--rounds", type=int, default=3, help="(b) then (c), this many times in a row"
-    )
+    parser.add_argument("--rounds", type=int, default=7, help="rounds of (b) and (c)")
     parser.add_argument("--saturate-homes", type=int, default=5000)
     parser.add_argument("--saturate-period", type=float, default=1.0)
     parser.add_argument("--lag-homes", type=int, default=10_000)
@@ -246,21 +301,47 @@ def main() -> None:
         action="store_true",
         help="keep CPython's garbage-collector defaults instead of observer.tune_gc()",
     )
+    parser.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="let the scheduler place processes instead of pinning nginx and this one",
+    )
+    parser.add_argument(
+        "--apart",
+        action="store_true",
+        help="run (b) and (c) of a round one after the other, each with a CPU to itself, "
+        "instead of at the same time sharing one",
+    )
+    # the parent runs each phase in a child process of its own with these
+    parser.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=("bare", "saturate", "lag"), help=argparse.SUPPRESS)
+    parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.phase is not None:
+        if not args.no_tune_gc:
+            tune_gc()  # as the controller does at startup
+        print(json.dumps(asyncio.run(run_phase(args, args.endpoint))))
+        return
     for tool in ("nginx", "wrk"):
         if shutil.which(tool) is None and not os.path.exists(f"/usr/sbin/{tool}"):
             raise SystemExit(f"{tool} is missing: apt-get install -y nginx-light wrk")
     if not args.no_tune_gc:
-        tune_gc()  # as the controller does at startup
-    collections = Collections()
+        tune_gc()  # to show the thresholds each phase runs with
     print(
         f"python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, {os.cpu_count()} CPUs, "
         f"gc thresholds {gc.get_threshold()}, load average {load_average()}"
     )
-    with nginx_reporter() as endpoint:
+    # nginx on one CPU, this process (and wrk, its child) on another: each phase gets the
+    # same placement, instead of whatever the scheduler picks while it runs
+    cpus = sorted(os.sched_getaffinity(0))
+    pinned = not args.no_pin and len(cpus) >= 2
+    if pinned:
+        os.sched_setaffinity(0, {cpus[0]})
+        print(f"pinned: this process and wrk to CPU {cpus[0]}, nginx to CPU {cpus[1]}")
+    with nginx_reporter(cpu=cpus[1] if pinned else None) as endpoint:
         wrk_rate = run_wrk(endpoint + "/capacity", args.budget, args.seconds)
         print(f"(a) wrk, {args.budget} connections:            {wrk_rate:9.0f} polls/s")
-        asyncio.run(main_async(args, endpoint, wrk_rate, collections))
+        report(args, endpoint, wrk_rate)
     print(f"load average after: {load_average()}")
 
 
