@@ -22,6 +22,7 @@ from ome_routing.observer import (
     PollCounts,
     RequestBudget,
 )
+from ome_routing.observer.observer import WORKER_NAME
 from ome_routing.observer.scheduling import first_offset, next_due, stable_fraction
 
 from .conftest import NOW, Handler, Reporter, a_report, seconds
@@ -112,7 +113,7 @@ async def watch() -> AsyncIterator[WatchFactory]:
     for observer, client in made:
         await observer.stop()
         await client.close()
-    assert [t for t in asyncio.all_tasks() if t.get_name().startswith("poll ")] == []
+    assert [t for t in asyncio.all_tasks() if t.get_name().startswith(WORKER_NAME)] == []
 
 
 # --- the schedule -------------------------------------------------------------------
@@ -160,6 +161,20 @@ async def test_a_home_is_never_polled_twice_at_once(
     while len(server.requests) < 4:
         await asyncio.sleep(0.02)
     assert server.most_in_flight == 1
+
+
+async def test_a_poll_waits_in_the_schedule_while_every_slot_is_taken(
+    watch: WatchFactory, reporter: StartReporter
+) -> None:
+    server = await reporter(reporting(delay=0.2))
+    w = await watch(budget=1)
+    for key in ("a", "b"):
+        w.observer.set_home(key, server.base, a_policy(period="20ms"))
+    while w.stats.total < 3:
+        await asyncio.sleep(0.02)
+    assert server.most_in_flight == 1
+    # one slot, polls of 0.2s: a due poll waited for the other's to end, and says so
+    assert w.stats.longest_wait >= 0.15
 
 
 async def test_homes_are_polled_every_period(watch: WatchFactory, reporter: StartReporter) -> None:
@@ -341,6 +356,52 @@ async def test_a_removed_home_is_polled_no_more(
     assert len(w.observer) == 0
 
 
+async def test_a_home_removed_mid_poll_gives_its_slot_to_the_next(
+    watch: WatchFactory, reporter: StartReporter
+) -> None:
+    stalled = await reporter(reporting(delay=20))
+    server = await reporter(reporting())
+    w = await watch(budget=1)
+    w.observer.set_home("a", stalled.base, a_policy(timeout="15s"))
+    while stalled.in_flight < 1:
+        await asyncio.sleep(0.01)
+    w.observer.remove_home("a")
+    # the one slot is free at once: the poll of "a" is cancelled, not waited for
+    w.observer.set_home("b", server.base, a_policy())
+    await w.until("b", Verdict(4, None), timeout=3)
+    assert w.observer.keys() == ["b"]
+
+
+async def test_a_failing_on_change_costs_one_poll_and_not_the_polling(
+    reporter: StartReporter,
+) -> None:
+    server = await reporter(reporting())
+    changes: list[Verdict] = []
+
+    def on_change(key: object, verdict: Verdict) -> None:
+        changes.append(verdict)
+        if len(changes) == 1:
+            raise RuntimeError("a fault in the caller")
+
+    async with PollClient(RequestBudget(1), 65536) as client:
+        observer = Observer(client, on_change, clock=lambda: NOW)
+        await observer.start()
+        observer.set_home("a", server.base, a_policy(period="20ms"))
+        while observer.verdict("a") != Verdict(4, None):
+            await asyncio.sleep(0.01)
+        polled = len(server.requests)
+        await asyncio.sleep(0.2)
+        assert len(server.requests) > polled  # the only worker still polls
+        observer.set_home("a", server.base, a_policy(period="20ms", quorum=2))
+        while observer.verdict("a") != Verdict(4, None):
+            await asyncio.sleep(0.01)
+        await observer.stop()
+    assert changes[0] == Verdict(4, None)
+    # the changes after the fault are reported as ever
+    assert changes[1] == Verdict(None, NO_REPORT_YET)
+    assert changes[-1] == Verdict(4, None)
+
+
 async def test_an_endpoint_that_cannot_be_polled_shows_why_at_once(watch: WatchFactory) -> None:
     w = await watch()
     verdict = w.observer.set_home("a", "ftp://reporter.example", a_policy())
@@ -410,5 +471,5 @@ async def test_stopping_mid_poll_leaves_no_task_or_connection(reporter: StartRep
     assert established_to(port) == 4
     await observer.stop()
     await client.close()
-    assert [t for t in asyncio.all_tasks() if t.get_name().startswith("poll ")] == []
+    assert [t for t in asyncio.all_tasks() if t.get_name().startswith(WORKER_NAME)] == []
     assert established_to(port) == 0

@@ -49,6 +49,8 @@ log = logging.getLogger("ome_routing.observer")
 
 #: The schedule's lane of homes that were due again as soon as their poll ended.
 _LATE = "late"
+#: The names of the observer's worker tasks start with this.
+WORKER_NAME = "capacity poller"
 
 HomeKey = Hashable
 Clock = Callable[[], datetime]
@@ -220,7 +222,7 @@ class Observer:
         self._phase = _Phase.RUNNING
         loop = asyncio.get_running_loop()
         self._workers = [
-            loop.create_task(self._work(loop), name=f"capacity poller {number}")
+            loop.create_task(self._work(loop), name=f"{WORKER_NAME} {number}")
             for number in range(self._client.budget.limit)
         ]
         for key, old in list(self._homes.items()):
