@@ -1,11 +1,15 @@
 """The capacity observer: one schedule per home, each home's window, verdict changes.
 
-Each home gets a task that polls it every `period` (the first poll placed within the
-first period by a stable hash of its key), never two polls of one home at once, all
-within the shared `RequestBudget` of its `PollClient`. Between polls the task wakes
-when the window says the verdict can change (a reading reaching `maxAge`) and judges
-again. Readings and failures go to the core's window functions, with the wall clock
-from the one injected `clock`; the observer never computes weights.
+Each home is polled every `period` (the first poll placed within the first period by a
+stable hash of its key), never two polls of one home at once, all within the shared
+`RequestBudget` of its `PollClient`. The homes wait on one schedule (`DueQueue`), and
+as many workers as the budget has slots take the due ones, earliest first: a home that
+is due while every worker is busy waits there, and that wait counts as its wait for a
+slot. Between polls a timer judges a home again when its window says the verdict can
+change (a reading reaching `maxAge`). Readings and failures go to the core's window
+functions, with the wall clock from the one injected `clock`; the observer never
+computes weights. A home that changes or goes while its poll is underway has that poll
+cancelled, and its worker moves on.
 
 `on_change(key, verdict)` is called, from the event loop, whenever an existing home's
 verdict changes (a ceiling appears, changes or goes, or its fallback reason changes,

@@ -3,7 +3,8 @@
 A poll is one request with the poll's `method` (GET or POST) and no body, to the
 entry's `endpoint` followed by the poll's `path`. It sends no credentials (no cookies,
 no authorization, nothing from the environment: no proxy, no netrc), follows no
-redirects, does not decompress, and reads at most `maxResponseBytes` bytes of the body.
+redirects, asks for the body as it is (`Accept-Encoding: identity`) and does not
+decompress it, and reads at most `maxResponseBytes` bytes of the body.
 
 Time: the poll's `timeout` starts when the request is sent, once it holds a slot of the
 shared `RequestBudget`; the wait for the slot is measured and never fails the poll. No
