@@ -221,7 +221,7 @@ class PollClient:
         budget = self._budget
         waited = 0.0 if budget.try_acquire() else await budget.acquire()
         loop = self._loop
-        start = 0.0
+        start: float | None = None  # when the request went out, if it did
         try:
             if self._closing:
                 raise failures.not_submitted("observer is stopping")
@@ -272,7 +272,7 @@ class PollClient:
             except ReportError as err:
                 raise PollFailure(Outcome.INVALID_REPORT, err.reason) from None
         except PollFailure as failure:
-            return _failed(failure, waited, loop.time() - start if start else 0.0)
+            return _failed(failure, waited, 0.0 if start is None else loop.time() - start)
         finally:
             budget.release()
         return PollResult(Outcome.OK, reading, None, waited, loop.time() - start)
