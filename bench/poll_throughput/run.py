@@ -90,15 +90,12 @@ async def bare_fetch_loop(url: str, concurrency: int, seconds: float) -> tuple[f
 
 
 class Collections:
-    """The longest garbage collection since the last `reset`, from `gc.callbacks`."""
+    """The longest garbage collection in this process since it was made, from `gc.callbacks`."""
 
     def __init__(self) -> None:
         self.longest = 0.0
         self._start = 0.0
         gc.callbacks.append(self._callback)
-
-    def reset(self) -> None:
-        self.longest = 0.0
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":

@@ -1,4 +1,8 @@
-"""Request time limits on one shared timer: they behave as `asyncio.timeout` does."""
+"""Request time limits on one shared timer: they behave as `asyncio.timeout` does.
+
+`within` uses a limit the way a poll does: `arm`, the work, `disarm` whatever happens, and
+a cancellation that `disarm` owns up to becomes a timeout.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +18,17 @@ pytestmark = pytest.mark.timeout(10)
 async def within(deadlines: Deadlines, seconds: float, work: float) -> str:
     """Sleep `work` seconds under a limit `seconds` from now; say how it ended."""
     loop = asyncio.get_running_loop()
+    limit = deadlines.arm(loop.time() + seconds)
+    timed_out = False
     try:
-        async with deadlines.limit(loop.time() + seconds):
+        try:
             await asyncio.sleep(work)
-    except TimeoutError:
-        return "timed out"
+        finally:
+            timed_out = deadlines.disarm(limit)
+    except asyncio.CancelledError:
+        if timed_out:
+            return "timed out"
+        raise
     return "done"
 
 

@@ -285,23 +285,7 @@ def _ceiling(window: Window, fresh: Sequence[Reading]) -> int:
 
 def verdict(window: Window, now: datetime) -> Verdict:
     """The home's ceiling at `now`, or the reason it has none."""
-    ranked = window.ranked
-    if ranked is not None and window.ordered and window.failure is None:
-        # the usual case after a poll, in one look: a quorum of readings, the oldest
-        # of them still fresh
-        readings = window.readings
-        quorum = window.settings.quorum
-        if len(readings) >= quorum and readings[0].observed_at > _cutoff(window, now):
-            return Verdict(ranked[quorum - 1], None)
     return _verdict(window, *_assess(window, now))
-
-
-def _cutoff(window: Window, now: datetime) -> datetime:
-    """Readings stamped at or before this have reached `maxAge` at `now`."""
-    try:
-        return now - window.settings.max_age_span
-    except OverflowError:  # before year 1: nothing can be that old
-        return datetime.min.replace(tzinfo=now.tzinfo)
 
 
 def _verdict(window: Window, window_state: WindowState, fresh: Sequence[Reading]) -> Verdict:

@@ -8,17 +8,16 @@ itself for the next. Polls that share a `timeout` start in order, so a new limit
 almost never the nearest and the timer fires about once per `timeout`, whatever the
 poll rate.
 
-A limit behaves as `asyncio.timeout` does: its task is cancelled at the limit, and that
-cancellation becomes `TimeoutError`; a cancellation from elsewhere stays one. Use it as
-`async with deadlines.limit(when)`, or, on a path that runs for every request, with
-`arm` and `disarm` (no context-manager coroutines to make and await). It must be used
-inside a task.
+A limit behaves as `asyncio.timeout` does: its task is cancelled at the limit, and the
+caller turns that cancellation into a timeout, while a cancellation from elsewhere stays
+one. It is armed with `arm` and taken off with `disarm`, which says whether the limit
+was the cause; no context manager, since it runs for every request and the coroutines
+of one would cost on each.
 """
 
 from __future__ import annotations
 
 import asyncio
-from types import TracebackType
 from typing import Any
 
 
@@ -29,10 +28,6 @@ class Deadlines:
         self._loop = loop
         self._underway: set[Limit] = set()
         self._timer: asyncio.TimerHandle | None = None
-
-    def limit(self, when: float) -> _Bounded:
-        """Bound the body of an `async with` to end by `when`, in event-loop seconds."""
-        return _Bounded(self, when)
 
     def arm(self, when: float, task: asyncio.Task[Any] | None = None) -> Limit:
         """Cancel `task` (the current one by default) at `when` unless `disarm` comes first.
@@ -106,28 +101,3 @@ class Limit:
         if not self.expired:
             self.expired = True
             self.task.cancel()
-
-
-class _Bounded:
-    """The `async with` that `Deadlines.limit` gives: `arm` on entry, `disarm` on exit."""
-
-    __slots__ = ("_deadlines", "_limit", "_when")
-
-    def __init__(self, deadlines: Deadlines, when: float) -> None:
-        self._deadlines = deadlines
-        self._when = when
-        self._limit: Limit | None = None
-
-    async def __aenter__(self) -> Limit:
-        self._limit = self._deadlines.arm(self._when)
-        return self._limit
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        assert self._limit is not None
-        if self._deadlines.disarm(self._limit) and exc_type is asyncio.CancelledError:
-            raise TimeoutError from exc

@@ -138,12 +138,17 @@ class _Home:
     wake: asyncio.TimerHandle | None = None
     #: no longer the observer's: not polled again, its poll underway cancelled
     retired: bool = False
-    #: its poll underway was cancelled because it retired
-    cancelled: bool = False
 
 
 def _settings(policy: CapacityPolicy) -> WindowSettings:
     return WindowSettings(samples=policy.samples, quorum=policy.quorum, max_age=policy.max_age)
+
+
+def _cancel_wake(home: _Home) -> None:
+    """Call off the timer that would judge the home again before its next poll."""
+    if home.wake is not None:
+        home.wake.cancel()
+        home.wake = None
 
 
 def _request(endpoint: str, policy: CapacityPolicy) -> PollRequest | PollFailure:
@@ -283,13 +288,10 @@ class Observer:
 
     def _retire(self, home: _Home) -> None:
         home.retired = True
-        if home.wake is not None:
-            home.wake.cancel()
-            home.wake = None
+        _cancel_wake(home)
         worker = home.polling
         if worker is not None:
             home.polling = None
-            home.cancelled = True
             worker.cancel()
 
     def _judge(self, home: _Home, now: datetime, *, with_change: bool = True) -> None:
@@ -374,9 +376,7 @@ class Observer:
         self, home: _Home, task: asyncio.Task[None], loop: asyncio.AbstractEventLoop
     ) -> None:
         """Poll a due home, record the outcome, judge it and schedule its next poll."""
-        if home.wake is not None:
-            home.wake.cancel()
-            home.wake = None
+        _cancel_wake(home)
         request = home.request
         assert not isinstance(request, PollFailure)
         policy = home.policy
@@ -386,9 +386,9 @@ class Observer:
         try:
             result = await self._client.poll(request, policy.timeout, task)
         except asyncio.CancelledError:
-            # the home retired during its poll: drop the poll, unless the worker is
-            # being stopped as well
-            if home.cancelled and task.uncancel() == 0 and self._phase is _Phase.RUNNING:
+            # the home retired during its poll (only `_retire` and `stop` cancel a
+            # worker): drop the poll, unless the worker is being stopped as well
+            if home.retired and task.uncancel() == 0 and self._phase is _Phase.RUNNING:
                 return
             raise
         home.polling = None
