@@ -113,7 +113,7 @@ def parse_trace_line(line_number: int, raw: bytes) -> Poll | None:
     try:
         at = parse_rfc3339(at_text)
     except ValueError as err:
-        raise fail(f'"at" {err}') from None
+        raise fail(f'"at": {err}') from None
     has_report = any(field in document for field in _REPORT_FIELDS)
     if "error" in document:
         error = document["error"]
