@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from random import Random
 
 import pytest
 from hypothesis import given, settings
@@ -87,3 +88,22 @@ def test_the_usual_shape_is_read_by_the_fast_path() -> None:
         4, datetime(2026, 9, 28, 10, 0, 0, 500000, tzinfo=timezone(timedelta(hours=2)))
     )
     assert reading is not None and reading.observed_at.astimezone(UTC).hour == 8
+
+
+@settings(max_examples=200, deadline=None)
+@given(usual_bodies(), st.randoms(use_true_random=False))
+def test_keys_in_any_case_read_as_the_usual_shape_does(body: bytes, rng: Random) -> None:
+    """Go matches keys case-insensitively: only the general path sees such keys."""
+    recased = body
+    for key in (b"servable", b"observedAt"):
+        changed = bytes(c ^ 0x20 if rng.random() < 0.5 else c for c in key)
+        recased = recased.replace(b'"' + key + b'"', b'"' + changed + b'"')
+    try:
+        expected: report.Reading | str = report.parse_report(body)
+    except report.ReportError as err:
+        expected = err.reason
+    try:
+        actual: report.Reading | str = report.parse_report(recased)
+    except report.ReportError as err:
+        actual = err.reason
+    assert actual == expected

@@ -39,6 +39,13 @@ _CHUNKS = (
     (":", "05"),
     ("", "Z07:00"),
 )
+#: The layout's numbers that `time.Parse` checks as it reads them: (low, high, name).
+_RANGES = {
+    "01": (1, 12, "month"),
+    "15": (0, 23, "hour"),
+    "04": (0, 59, "minute"),
+    "05": (0, 59, "second"),
+}
 _DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
 
@@ -58,11 +65,25 @@ def _message(value: str, message: str) -> ValueError:
     return ValueError(f"parsing time {go_quote(value)}{message}")
 
 
+def _digit(text: str, index: int) -> bool:
+    return index < len(text) and "0" <= text[index] <= "9"
+
+
+def _fraction(text: str) -> tuple[int, str]:
+    """A fraction after the seconds (Go's Parse takes `.` or `,`): nanoseconds, the rest."""
+    if len(text) < 2 or text[0] not in ".," or not _digit(text, 1):
+        return 0, text
+    end = 2
+    while _digit(text, end):
+        end += 1
+    return _nanos(text[1:end]), text[end:]
+
+
 def _getnum(text: str, fixed: bool) -> tuple[int, str] | None:
     """Go's getnum: one or two leading digits (exactly two when fixed)."""
-    if not text[:1].isascii() or not text[:1].isdigit():
+    if not _digit(text, 0):
         return None
-    if len(text) < 2 or not (text[1].isascii() and text[1].isdigit()):
+    if not _digit(text, 1):
         return None if fixed else (int(text[0]), text[1:])
     return int(text[:2]), text[2:]
 
@@ -141,17 +162,12 @@ def _layout_parse(value: str) -> tuple[tuple[int, int, int, int, int, int], int,
             got, out_of_range, offset = _zone(rest)
         else:
             got = _getnum(rest, fixed=elem != "15")
-            limit = {"01": 12, "15": 23, "04": 59, "05": 59}.get(elem)
-            if got is not None and limit is not None and not (elem == "01") <= got[0] <= limit:
-                out_of_range = {"01": "month", "15": "hour", "04": "minute", "05": "second"}[elem]
-            if got is not None and elem == "05" and out_of_range is None:
-                tail = got[1]
-                if len(tail) >= 2 and tail[0] in ".," and tail[1].isascii() and tail[1].isdigit():
-                    end = 2
-                    while end < len(tail) and tail[end].isascii() and tail[end].isdigit():
-                        end += 1
-                    nanos = _nanos(tail[1:end])
-                    got = (got[0], tail[end:])
+            low, high, name = _RANGES.get(elem, (0, 99, ""))
+            if got is not None and not low <= got[0] <= high:
+                out_of_range = name
+            elif got is not None and elem == "05":
+                nanos, after = _fraction(got[1])
+                got = (got[0], after)
         if out_of_range is not None:
             raise _message(value, f": {out_of_range} out of range")
         if got is None:

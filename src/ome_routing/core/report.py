@@ -165,6 +165,17 @@ def _plain_report(body: bytes) -> Reading | None:
     return Reading(int(servable), observed_at)
 
 
+def _int32(raw: str, value: object) -> int | ReportError | None:
+    """`servable` as Go stores it in an `*int32`: None for null, or the type error."""
+    if value is None:
+        return None
+    if not isinstance(value, gojson.Number):
+        return _type_error(gojson.kind(value), _SERVABLE)
+    if _INTEGER.fullmatch(raw) and len(raw) <= 12 and int(raw) in _INT32:
+        return int(raw)
+    return _type_error(f"number {_clip(raw)}", _SERVABLE)
+
+
 def parse_report(body: bytes) -> Reading:
     """Read a `Report` body, or raise `ReportError` with the exact fallback reason."""
     plain = _plain_report(body)
@@ -182,18 +193,11 @@ def parse_report(body: bytes) -> Reading:
         for key, raw, value in gojson.members(text):
             field = key if key in (_SERVABLE, _OBSERVED_AT) else _FOLDED.get(gojson.fold(key))
             if field == _SERVABLE:
-                if value is None:
-                    servable = None
-                elif isinstance(value, gojson.Number) and _INTEGER.fullmatch(raw):
-                    number = int(raw) if len(raw) <= 12 else None
-                    if number is not None and number in _INT32:
-                        servable = number
-                        continue
-                    first_error = first_error or _type_error(f"number {_clip(raw)}", field)
+                read = _int32(raw, value)
+                if isinstance(read, ReportError):
+                    first_error = first_error or read  # Go keeps the first, and goes on
                 else:
-                    kind = gojson.kind(value)
-                    shown = f"number {_clip(raw)}" if kind == "number" else kind
-                    first_error = first_error or _type_error(shown, field)
+                    servable = read
             elif field == _OBSERVED_AT and value is not None:
                 # Go hands time.Time the raw text, escapes and all; its error ends decoding
                 if not isinstance(value, str) or isinstance(value, gojson.Number):
