@@ -79,8 +79,7 @@ async def test_the_method_is_the_one_asked_for(reporter: StartReporter, method: 
         (
             answering("{"),
             [],
-            "capacity response is not a valid report: "
-            "Expecting property name enclosed in double quotes at line 1 column 2",
+            "capacity response is not a valid report: unexpected end of JSON input",
         ),
         (
             answering('{"servable": -1, "observedAt": "2026-09-28T10:00:00Z"}'),

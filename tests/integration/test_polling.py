@@ -300,7 +300,9 @@ async def test_a_body_that_is_not_a_report_fails_with_the_reports_reason(
 
 
 def test_the_invalid_report_reasons_are_the_spec_ones() -> None:
-    assert reason_for(b"") == "capacity response is not a valid report: empty body"
+    assert reason_for(b"") == (
+        "capacity response is not a valid report: unexpected end of JSON input"
+    )
     assert reason_for(b'{"servable": -1, "observedAt": "2026-09-28T09:59:59Z"}') == (
         "capacity report is negative (-1)"
     )

@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from ome_routing.cli.main import main
-from ome_routing.cli.validate import merge_values, summarize
+from ome_routing.cli.validate import convergence_lines, merge_values, summarize
 from ome_routing.core.config import OperatorConfig, config_from_values
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +26,17 @@ STEP1_SUMMARY = (
     VALID + "routing on; chart poll GET /capacity, format Report, samples 10, quorum 2, "
     "period 10s, timeout 3s, maxAge 30s; " + LIMITS
 )
+STEP1_BOUNDS = (
+    "chart poll convergence: a drop in the count applies at the 2nd poll that reads it "
+    "(quorum 2): 20s at period 10s\n"
+    "chart poll convergence: a rise in the count applies by the 2nd poll that reads it "
+    "(3 readings within maxAge 30s, minus quorum 2, plus 1): 20s at period 10s\n"
+    "chart poll convergence: a frozen reporter loses the ceiling within maxAge (30s) of its "
+    "last observedAt\n"
+    "chart poll convergence: a failed poll keeps the admitted replicas for at least quorum (2) "
+    "polls: 20s at period 10s\n"
+)
+STEP1_OUTPUT = STEP1_SUMMARY + "\n" + STEP1_BOUNDS
 ROUTING_ON = """\
 ome:
   multicluster:
@@ -55,9 +66,24 @@ def step1_with(old: str, new: str) -> str:
 
 
 class TestUsableValues:
-    def test_the_spec_step1_file_is_usable_and_summarized_on_one_line(self) -> None:
+    def test_the_spec_step1_file_is_usable_and_summarized_with_its_bounds(self) -> None:
         code, out, err = run("-f", str(STEP1))
-        assert (code, out, err) == (0, STEP1_SUMMARY + "\n", "")
+        assert (code, out, err) == (0, STEP1_OUTPUT, "")
+
+    def test_the_bounds_follow_the_chart_poll(self, tmp_path: Path) -> None:
+        text = step1_with("quorum: 2", "quorum: 3").replace("maxAge: 30s", "maxAge: 2m")
+        code, out, _ = run("-f", a_values_file(tmp_path, text))
+        assert code == 0
+        assert out.splitlines()[1:] == [
+            "chart poll convergence: a drop in the count applies at the 3rd poll that reads it "
+            "(quorum 3): 30s at period 10s",
+            "chart poll convergence: a rise in the count applies by the 8th poll that reads it "
+            "(samples 10, minus quorum 3, plus 1): 1m20s at period 10s",
+            "chart poll convergence: a frozen reporter loses the ceiling within maxAge (2m0s) of "
+            "its last observedAt",
+            "chart poll convergence: a failed poll keeps the admitted replicas for at least "
+            "quorum (3) polls: 30s at period 10s",
+        ]
 
     def test_routing_on_without_a_chart_poll(self, tmp_path: Path) -> None:
         code, out, _ = run("-f", a_values_file(tmp_path, ROUTING_ON))
@@ -106,7 +132,7 @@ class TestUsableValues:
 
     def test_values_can_come_from_stdin(self) -> None:
         code, out, _ = run("-f", "-", stdin=STEP1.read_text())
-        assert (code, out) == (0, STEP1_SUMMARY + "\n")
+        assert (code, out) == (0, STEP1_OUTPUT)
 
     def test_several_files_merge_as_helm_merges_them_the_later_winning(
         self, tmp_path: Path
@@ -205,6 +231,13 @@ class TestPureParts:
     def test_summary_of_the_spec_step1_config(self) -> None:
         assert summarize(config_from_values(yaml.safe_load(STEP1.read_text()))) == STEP1_SUMMARY
 
+    def test_convergence_lines_of_the_spec_step1_config(self) -> None:
+        config = config_from_values(yaml.safe_load(STEP1.read_text()))
+        assert "".join(line + "\n" for line in convergence_lines(config)) == STEP1_BOUNDS
+
+    def test_no_convergence_lines_without_a_chart_poll(self) -> None:
+        assert convergence_lines(OperatorConfig()) == []
+
 
 class TestInstalledCommand:
     def test_the_installed_command_validates_both_ways(self, tmp_path: Path) -> None:
@@ -218,7 +251,7 @@ class TestInstalledCommand:
             timeout=60,
             check=False,
         )
-        assert (good.returncode, good.stdout, good.stderr) == (0, STEP1_SUMMARY + "\n", "")
+        assert (good.returncode, good.stdout, good.stderr) == (0, STEP1_OUTPUT, "")
         bad_file = a_values_file(tmp_path, step1_with("timeout: 3s", "timeout: 10s"))
         bad = subprocess.run(
             [str(command), "validate-config", "-f", bad_file],

@@ -209,7 +209,26 @@ class TestExpiryBetweenPolls:
         )
         assert (
             reason_of(window, 60)
-            == "capacity report awaiting quorum after stale samples expired (0/3 accepted samples)"
+            == "capacity report is stale (at least configured maximum age 40s)"
+        )
+
+    def test_when_every_reading_has_expired_the_reason_is_the_stale_one(self) -> None:
+        """OME: once every sample has expired, the stale text, never `(0/q ...)`."""
+        window = polled(a_window(samples=4, quorum=2, max_age="30s"), 2, start=0)
+        assert state(window, at(30)) is WindowState.STALE
+        assert verdict(window, at(30)) == Verdict(
+            None, "capacity report is stale (at least configured maximum age 30s)"
+        )
+
+    def test_a_usable_window_whose_readings_all_expire_together_turns_stale(self) -> None:
+        """A frozen reporter: the same observedAt on every poll, so all expire at once."""
+        window = a_window(samples=4, quorum=2, max_age="30s")
+        for poll in range(3):
+            window = record_reading(window, a_reading(3, observed=0), at(5 * poll))
+        assert verdict(window, at(29)) == Verdict(3, None)
+        assert (
+            reason_of(window, 30)
+            == "capacity report is stale (at least configured maximum age 30s)"
         )
 
     def test_next_change_is_the_moment_the_ceiling_can_go(self) -> None:
@@ -259,27 +278,42 @@ class TestExpiryBetweenPolls:
         window = polled(a_window(samples=4, quorum=3, max_age="40s"), 2, 2, 2)
         window = polled(window, 2, start=55)
         assert [reading.observed_at for reading in window.readings] == [at(20), at(55)]
-        assert (
-            reason_of(window, 55)
-            == "capacity report awaiting quorum after stale samples expired (2/3 accepted samples)"
-        )
 
-    def test_expiry_is_remembered_until_quorum_is_back(self) -> None:
+    def test_a_successful_poll_below_quorum_says_awaiting_quorum(self) -> None:
+        """OME: the `after stale samples expired` text lasts only until the next poll."""
+        window = polled(a_window(samples=4, quorum=3, max_age="40s"), 2, 2, 2)
+        assert reason_of(window, 45) == expired_reason(2, 3)
+        window = polled(window, 2, start=55)
+        assert state(window, at(55)) is WindowState.AWAITING_QUORUM
+        assert reason_of(window, 55) == "capacity report awaiting quorum (2/3 accepted samples)"
+
+    def test_a_poll_after_every_reading_expired_awaits_quorum(self) -> None:
         window = polled(a_window(samples=4, quorum=2, max_age="15s"), 2, 2, start=0, period=10)
-        window = polled(window, 3, start=30)  # both older readings aged out
         assert (
-            reason_of(window, 30)
-            == "capacity report awaiting quorum after stale samples expired (1/2 accepted samples)"
+            reason_of(window, 29)
+            == "capacity report is stale (at least configured maximum age 15s)"
         )
+        window = polled(window, 3, start=30)  # both older readings aged out
+        assert reason_of(window, 30) == "capacity report awaiting quorum (1/2 accepted samples)"
         window = polled(window, 3, start=40)
         assert verdict(window, at(40)) == Verdict(3, None)
-        window = polled(window, 3, start=50)
-        assert ceiling_of(window, 50) == 3
+
+    def test_expiry_after_a_poll_below_quorum_says_so_again(self) -> None:
+        """Readings 0s and 20s, then a poll at 35s; the 20s one expires at 50s."""
+        window = polled(a_window(samples=4, quorum=3, max_age="30s"), 2, 2, start=0, period=20)
+        window = polled(window, 2, start=35)
+        assert reason_of(window, 49) == awaiting_quorum_reason(2, 3)
+        assert reason_of(window, 50) == expired_reason(1, 3)
+        assert (
+            reason_of(window, 65)
+            == "capacity report is stale (at least configured maximum age 30s)"
+        )
 
     def test_a_failure_ends_the_expired_state(self) -> None:
         window = polled(a_window(quorum=2, max_age="15s"), 2, 2)
         window = polled(window, 3, start=30)
         window = record_failure(window, "capacity endpoint returned HTTP 500")
+        assert reason_of(window, 30) == "capacity endpoint returned HTTP 500"
         window = polled(window, 3, start=40)
         assert reason_of(window, 40) == "capacity report awaiting quorum (1/2 accepted samples)"
 
@@ -332,6 +366,12 @@ class TestNamedStates:
                 "capacity report awaiting quorum after stale samples expired (2/3 accepted samples)",
             ),
             (
+                lambda: polled(a_window(samples=4, quorum=3, max_age="40s"), 1, 1, 1),
+                60,
+                WindowState.STALE,
+                "capacity report is stale (at least configured maximum age 40s)",
+            ),
+            (
                 lambda: record_failure(a_window(quorum=3), "capacity endpoint returned HTTP 404"),
                 0,
                 WindowState.FAILED,
@@ -344,7 +384,16 @@ class TestNamedStates:
                 "capacity report timestamp is in the future",
             ),
         ],
-        ids=["no report", "awaiting quorum", "usable", "stale", "expired", "failed", "future"],
+        ids=[
+            "no report",
+            "awaiting quorum",
+            "usable",
+            "stale",
+            "expired",
+            "all expired",
+            "failed",
+            "future",
+        ],
     )
     def test_each_state_shows_its_spec_reason(
         self, build: object, when: float, expected_state: WindowState, reason: str | None

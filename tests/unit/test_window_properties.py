@@ -10,12 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ome_routing.core.capacity import (
+    NO_REPORT_YET,
     CapacitySource,
+    Verdict,
     Window,
     WindowSettings,
     WindowState,
     allocate,
+    awaiting_quorum_reason,
     empty_window,
+    expired_reason,
     next_change,
     record_failure,
     record_reading,
@@ -23,7 +27,7 @@ from ome_routing.core.capacity import (
     verdict,
 )
 from ome_routing.core.durations import SECOND, Duration
-from ome_routing.core.report import Reading
+from ome_routing.core.report import FUTURE, Reading, stale_reason
 
 EXAMPLES = 100
 
@@ -207,7 +211,7 @@ steady_polls = st.lists(
 
 def plain(window: Window) -> Window:
     """The same window without what `record_reading` derives: every look is a full one."""
-    return Window(window.settings, window.readings, window.failure, window.stale, window.expired)
+    return Window(window.settings, window.readings, window.failure, window.stale)
 
 
 @given(window_settings, st.one_of(polls, steady_polls), st.integers(min_value=0, max_value=70_000))
@@ -242,3 +246,70 @@ def test_a_steady_reporter_keeps_the_window_ordered_and_ranked() -> None:
     assert window.ordered
     assert window.ranked == (2, 4, 7)
     assert [r.servable for r in window.readings] == [2, 7, 4]
+
+
+class OmeWindow:
+    """OME's window, step for step (`expire`, `record_success`, `record_failure`): the model."""
+
+    def __init__(self, config: WindowSettings) -> None:
+        self.config = config
+        self.samples: list[tuple[int, datetime]] = []  # (servable, expiresAt)
+        self.reported: int | None = None
+        self.reason: str | None = NO_REPORT_YET
+
+    def _settle(self, after_expiry: bool) -> None:
+        quorum = self.config.quorum
+        if len(self.samples) >= quorum:
+            self.reported, self.reason = sorted(v for v, _ in self.samples)[quorum - 1], None
+        elif after_expiry and not self.samples:
+            self.reported, self.reason = None, stale_reason(self.config.max_age)
+        else:
+            count = len(self.samples)
+            self.reported = None
+            self.reason = (expired_reason if after_expiry else awaiting_quorum_reason)(
+                count, quorum
+            )
+
+    def expire(self, now: datetime) -> None:
+        kept = [sample for sample in self.samples if sample[1] > now]
+        if len(kept) < len(self.samples):
+            self.samples = kept
+            self._settle(after_expiry=True)
+
+    def record_success(self, servable: int, observed_at: datetime, now: datetime) -> None:
+        expires_at = observed_at + self.config.max_age.ceil_timedelta()
+        if expires_at <= now:
+            self.record_failure(stale_reason(self.config.max_age))
+            return
+        self.expire(now)
+        self.samples = [*self.samples, (servable, expires_at)][-self.config.samples :]
+        self._settle(after_expiry=False)
+
+    def record_failure(self, reason: str) -> None:
+        self.samples, self.reported, self.reason = [], None, reason
+
+
+@given(window_settings, polls, st.lists(st.integers(min_value=0, max_value=40_000), max_size=4))
+@settings(max_examples=300)
+def test_the_window_says_what_omes_window_says_at_every_moment(
+    config: WindowSettings, history: list[Poll], looks_ms: list[int]
+) -> None:
+    """Between polls, the verdict at any moment is OME's after its `expire` at that moment."""
+    window, model, now = empty_window(config), OmeWindow(config), T0
+    for poll in history:
+        for look in sorted(look % max(poll.gap_ms, 1) for look in looks_ms):
+            moment = now + timedelta(milliseconds=look)
+            model.expire(moment)
+            assert verdict(window, moment) == Verdict(model.reported, model.reason)
+        now += timedelta(milliseconds=poll.gap_ms)
+        observed_at = now - timedelta(milliseconds=poll.lag_ms)
+        if poll.servable is None:
+            window = record_failure(window, "capacity endpoint returned HTTP 503")
+            model.record_failure("capacity endpoint returned HTTP 503")
+        elif observed_at > now:
+            window = record_reading(window, Reading(poll.servable, observed_at), now)
+            model.record_failure(FUTURE)
+        else:
+            window = record_reading(window, Reading(poll.servable, observed_at), now)
+            model.record_success(poll.servable, observed_at, now)
+        assert verdict(window, now) == Verdict(model.reported, model.reason)

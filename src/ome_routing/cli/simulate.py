@@ -1,9 +1,11 @@
 """`ome-routing simulate`: replay a trace of polls through one home's capacity window.
 
 A tuning aid: it answers "with these `samples`, `quorum` and `maxAge`, what would the
-home's ceiling, fallback reason and `capacity.allocated` have been after each poll?"
-It runs the controller's own window, report parser and allocation, with the trace's
-`at` times as the clock; it does no I/O besides reading the trace and printing.
+home's ceiling and fallback reason (and, given `--admitted`, its `capacity.allocated`)
+have been after each poll?" It runs the controller's own window, report parser and
+allocation, with the trace's `at` times as the clock; it does no I/O besides reading
+the trace and printing. Once the trace is read, it prints the poll's convergence
+bounds (`core.convergence`) on stderr, where they stay out of the JSON lines.
 
 The trace is JSON lines, one poll each, in time order (blank lines are skipped):
 
@@ -45,6 +47,7 @@ from ome_routing.core.capacity import (
     record_reading,
     verdict,
 )
+from ome_routing.core.convergence import bounds, describe
 from ome_routing.core.durations import Duration, go_quote
 from ome_routing.core.report import ReportError, format_rfc3339, parse_report, parse_rfc3339
 
@@ -74,12 +77,12 @@ class Poll:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """The home after one poll."""
+    """The home after one poll; its allocation only when the admitted replicas are known."""
 
     at: datetime
     verdict: Verdict
-    allocation: Allocation
-    routable: int
+    allocation: Allocation | None = None
+    routable: int | None = None
 
 
 def parse_trace_line(line_number: int, raw: bytes) -> Poll | None:
@@ -113,7 +116,7 @@ def parse_trace_line(line_number: int, raw: bytes) -> Poll | None:
     try:
         at = parse_rfc3339(at_text)
     except ValueError as err:
-        raise fail(f'"at" {err}') from None
+        raise fail(f'"at": {err}') from None
     has_report = any(field in document for field in _REPORT_FIELDS)
     if "error" in document:
         error = document["error"]
@@ -144,9 +147,16 @@ def read_trace(lines: Iterable[bytes]) -> list[Poll]:
 
 
 def simulate_polls(
-    polls: Iterable[Poll], settings: WindowSettings, admitted: int, ready: int
+    polls: Iterable[Poll],
+    settings: WindowSettings,
+    admitted: int | None = None,
+    ready: int | None = None,
 ) -> Iterator[Step]:
-    """Replay the polls through a window that starts empty, as after a reset."""
+    """Replay the polls through a window that starts empty, as after a reset.
+
+    Without `admitted`, each step is the window's verdict alone; `ready` defaults to
+    `admitted`.
+    """
     window = empty_window(settings)
     for poll in polls:
         if poll.body is None:
@@ -159,8 +169,12 @@ def simulate_polls(
             else:
                 window = record_reading(window, reading, poll.at)
         result = verdict(window, poll.at)
+        if admitted is None:
+            yield Step(poll.at, result)
+            continue
         allocation = allocate(admitted, result.ceiling)
-        yield Step(poll.at, result, allocation, min(allocation.allocated, ready))
+        routable = min(allocation.allocated, admitted if ready is None else ready)
+        yield Step(poll.at, result, allocation, routable)
 
 
 def gap_warnings(polls: list[Poll], period: Duration) -> list[str]:
@@ -180,17 +194,17 @@ def gap_warnings(polls: list[Poll], period: Duration) -> list[str]:
 
 def format_step(step: Step) -> str:
     """One output line: JSON, the TrafficMap entry's field names."""
-    return json.dumps(
-        {
-            "at": format_rfc3339(step.at),
-            "ceiling": step.verdict.ceiling,
-            "fallbackReason": step.verdict.fallback_reason,
-            "allocated": step.allocation.allocated,
-            "source": str(step.allocation.source),
-            "reported": step.allocation.reported,
-            "routable": step.routable,
-        }
-    )
+    line: dict[str, object] = {
+        "at": format_rfc3339(step.at),
+        "ceiling": step.verdict.ceiling,
+        "fallbackReason": step.verdict.fallback_reason,
+    }
+    if step.allocation is not None:
+        line["allocated"] = step.allocation.allocated
+        line["source"] = str(step.allocation.source)
+        line["reported"] = step.allocation.reported
+        line["routable"] = step.routable
+    return json.dumps(line)
 
 
 def settings_problems(
@@ -258,13 +272,16 @@ DURATION = DurationParam()
     help="How long a reading counts, from its observedAt.",
 )
 @click.option(
-    "--admitted", type=click.IntRange(min=0), required=True, help="The home's admitted replicas."
+    "--admitted",
+    type=click.IntRange(min=0),
+    default=None,
+    help="The home's admitted replicas; without it, lines carry the window's verdict alone.",
 )
 @click.option(
     "--ready",
     type=click.IntRange(min=0),
     default=None,
-    help="The home's ready replicas; defaults to --admitted.",
+    help="The home's ready replicas, with --admitted; defaults to --admitted.",
 )
 def simulate(
     trace: IO[bytes],
@@ -272,18 +289,21 @@ def simulate(
     quorum: int,
     period: Duration,
     max_age: Duration,
-    admitted: int,
+    admitted: int | None,
     ready: int | None,
 ) -> None:
     """Replay a trace of capacity polls through one home's sample window.
 
     TRACE is a file of JSON lines ("-" for stdin), one poll each, in time order:
     {"at": RFC3339, "servable": N, "observedAt": RFC3339}, or {"at": RFC3339,
-    "error": "<failure reason>"}. Prints one JSON line per poll: at, ceiling,
-    fallbackReason, allocated, source, reported, and routable (the lower of
-    allocated and --ready, which the weight counts).
+    "error": "<failure reason>"}. Prints one JSON line per poll: at, ceiling and
+    fallbackReason; with --admitted, also allocated, source, reported, and routable
+    (the lower of allocated and --ready, which the weight counts). The poll's
+    convergence bounds go to stderr.
     """
     errors, warnings = settings_problems(samples, quorum, period, max_age)
+    if ready is not None and admitted is None:
+        errors.append(f"--ready ({ready}) needs --admitted")
     if errors:
         raise click.UsageError("; ".join(errors))
     for warning in warnings:
@@ -294,6 +314,8 @@ def simulate(
         raise click.ClickException(f"{getattr(trace, 'name', '<stdin>')}: {err}") from None
     for warning in gap_warnings(polls, period):
         click.echo(f"warning: {warning}", err=True)
+    for line in describe(bounds(samples, quorum, period, max_age)):
+        click.echo(f"convergence: {line}", err=True)
     settings = WindowSettings(samples=samples, quorum=quorum, max_age=max_age)
-    for step in simulate_polls(polls, settings, admitted, admitted if ready is None else ready):
+    for step in simulate_polls(polls, settings, admitted, ready):
         click.echo(format_step(step))

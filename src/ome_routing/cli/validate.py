@@ -1,8 +1,9 @@
 """`ome-routing validate-config`: check a values file as the controller checks it at startup.
 
-Exit 0 with a one-line summary when the multi-cluster configuration is usable; exit 1
-with the controller's own `invalid multi-cluster configuration: ...` line on stderr
-when it is not. A file that cannot be read is a usage error (exit 2); one that is not
+Exit 0 with a one-line summary when the multi-cluster configuration is usable, followed,
+when the chart sets a poll, by the poll's convergence bounds (`core.convergence`), one
+line each; exit 1 with the controller's own `invalid multi-cluster configuration: ...`
+line on stderr when it is not. A file that cannot be read is a usage error (exit 2); one that is not
 YAML, or whose top level is not a mapping, exits 1.
 """
 
@@ -20,6 +21,7 @@ from ome_routing.core.config import (
     OperatorConfig,
     config_from_values,
 )
+from ome_routing.core.convergence import bounds, describe
 from ome_routing.core.pollrules import CapacityPolicy, ObserverLimits
 
 VALID_PREFIX = "multi-cluster configuration is valid: "
@@ -70,6 +72,15 @@ def summarize(config: OperatorConfig) -> str:
     return f"{VALID_PREFIX}routing on; {poll}; {_limits(config.observer)}"
 
 
+def convergence_lines(config: OperatorConfig) -> list[str]:
+    """The chart poll's convergence bounds, one line each; none without a chart poll."""
+    poll = config.capacity
+    if poll is None:
+        return []
+    found = bounds(poll.samples, poll.quorum, poll.period, poll.max_age)
+    return [f"chart poll convergence: {line}" for line in describe(found)]
+
+
 def _load(stream: IO[str]) -> Mapping[str, Any]:
     name = getattr(stream, "name", "-")
     try:
@@ -113,3 +124,5 @@ def validate_config(ctx: click.Context, files: tuple[IO[str], ...]) -> None:
         click.echo(str(err), err=True)
         ctx.exit(1)
     click.echo(summarize(config))
+    for line in convergence_lines(config):
+        click.echo(line)

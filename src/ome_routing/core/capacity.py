@@ -9,18 +9,20 @@ a repeated `observedAt` included. A failed poll clears it, and so does a report 
 from the future or already stale when it arrives. The home has a ceiling while it holds
 at least `quorum` readings younger than `maxAge`: the `quorum`-th lowest of them, so
 that up to `quorum - 1` low readings cannot set it. Readings that reach `maxAge` drop
-out between polls. Every function is pure and takes `now`; none reads a clock.
+out between polls, as OME's `expire` drops them. Every function is pure and takes
+`now`; none reads a clock.
 
-States and their fallback reasons (`WindowState`, `_REASONS`):
+States and their fallback reasons (`WindowState`, `_REASONS`), as OME's window gives them:
 
 - no report yet: nothing since start or reset.
-- awaiting quorum: fewer than `quorum` fresh readings, none lost to age, such as after
-  a failed poll; counts the fresh readings, `(1/3 accepted samples)`.
+- awaiting quorum: fewer than `quorum` readings after a successful poll, none lost to
+  age since; counts them, `(1/3 accepted samples)`. A successful poll always says
+  this below quorum, even when readings expired before it.
 - usable: a ceiling, no fallback reason.
-- stale: the last poll returned a stale report.
-- expired: readings reached `maxAge` since the window last held a quorum, so fewer
-  than `quorum` fresh ones remain; counts the fresh ones, `(0/3 accepted samples)` when
-  all expired. It stays so until a quorum is back or a poll fails.
+- stale: the last poll returned a stale report, or every reading of the window has
+  reached `maxAge` since the last poll (never `(0/3 accepted samples)`).
+- expired: some readings reached `maxAge` since the last poll, and fewer than `quorum`
+  fresh ones remain; counts them. It lasts only until the next poll.
 - failed: the last poll failed; its reason verbatim (a future timestamp included).
 """
 
@@ -131,8 +133,8 @@ class Window:
     """One home's readings, oldest first, and what its last poll left behind.
 
     `failure` is the reason of the last poll when it failed (the window is then
-    empty); `stale` says that reason is a stale report. `expired` records that readings
-    reached `maxAge` since the window last held a quorum.
+    empty); `stale` says that reason is a stale report. The readings were all fresh at
+    the last poll: those that are no longer fresh at `now` expired since.
 
     `ordered` and `ranked` are derived from `readings`, and kept by `record_reading` so
     that a poll need not look at every reading again (with thousands of homes, that
@@ -145,7 +147,6 @@ class Window:
     readings: tuple[Reading, ...] = ()
     failure: str | None = None
     stale: bool = False
-    expired: bool = False
     ordered: bool = field(default=False, compare=False, repr=False)
     ranked: tuple[int, ...] | None = field(default=None, compare=False, repr=False)
 
@@ -199,7 +200,6 @@ def record_reading(window: Window, reading: Reading, now: datetime) -> Window:
         return Window(settings, failure=stale_reason(settings.max_age), stale=True)
     readings = window.readings
     fresh = _fresh(window, now)
-    lost_to_age = window.expired or len(fresh) < len(readings)
     kept = (*fresh, reading)
     excess = len(kept) - settings.samples
     if excess > 0:
@@ -217,13 +217,7 @@ def record_reading(window: Window, reading: Reading, now: datetime) -> Window:
         ranked = None
     if ranked is None:
         ranked = tuple(sorted(map(_SERVABLE, kept)))
-    return Window(
-        settings,
-        kept,
-        expired=lost_to_age and len(kept) < settings.quorum,
-        ordered=ordered,
-        ranked=ranked,
-    )
+    return Window(settings, kept, ordered=ordered, ranked=ranked)
 
 
 def _reranked(ranked: tuple[int, ...], gone: Sequence[Reading], added: int) -> tuple[int, ...]:
@@ -253,7 +247,9 @@ def _assess(window: Window, now: datetime) -> tuple[WindowState, Sequence[Readin
     fresh = _fresh(window, now)
     if len(fresh) >= window.settings.quorum:
         return WindowState.USABLE, fresh
-    if window.expired or len(fresh) < len(window.readings):
+    if not fresh:
+        return WindowState.STALE, fresh
+    if len(fresh) < len(window.readings):
         return WindowState.EXPIRED, fresh
     return WindowState.AWAITING_QUORUM, fresh
 

@@ -1,11 +1,24 @@
 """The `Report` format: a reporter's answer, and whether a reading is fresh.
 
-A report is a JSON object `{"servable": 4, "observedAt": "2026-09-28T10:00:00Z"}`:
-`servable` a whole number, 0 or more, that fits an int64; `observedAt` RFC 3339 with a
-time zone (`Z` or `+hh:mm`, fractional seconds allowed, kept to the microsecond).
-Other fields are ignored. Every failure carries the exact `fallbackReason` text that
-the TrafficMap shows; values quoted in it use Go's double quotes, and are cut short
-so that a hostile body cannot blow up a status field.
+A report is a JSON object `{"servable": 4, "observedAt": "2026-09-28T10:00:00Z"}`,
+decoded as OME decodes it with Go's `encoding/json` into a struct with an `int32`
+`servable` and a `time.Time` `observedAt`:
+
+- the whole body must be JSON (a syntax error anywhere comes first);
+- keys match the field names exactly, else case-insensitively (`Servable`); unknown
+  keys are ignored; a repeated key is decoded again, the last one wins;
+- a `servable` that is not an integer literal that fits an int32 (`4.0`, `3000000000`,
+  `"4"`) is a type error; Go keeps the first type error and goes on decoding;
+- `observedAt` is read from its raw text by Go's strict RFC 3339 reader (`core.gotime`):
+  an empty string or a lowercase `t`/`z` fails at once, ahead of any type error;
+  `null` leaves it unset;
+- then, in order: no `servable` (absent or `null`), no `observedAt` (absent, `null`, or
+  Go's zero time), a negative count.
+
+Each failure carries the exact `fallbackReason` text that the TrafficMap shows: Go's
+error text after the `capacity response is not a valid report: ` prefix where it is
+known (`core.gojson`), cut short so that a hostile body cannot blow up a status field.
+The usual shape is read by a fast path that gives the same result as the general one.
 
 Errors: `ReportError` (its `reason` is the fallback reason) from `parse_report`;
 `freshness_failure` returns a reason instead of raising, since it judges a valid
@@ -14,13 +27,12 @@ reading against the clock.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
+from ome_routing.core import gojson, gotime
 from ome_routing.core.durations import Duration
-from ome_routing.core.quoting import json_kind
 
 FORMAT_REPORT = "Report"
 #: Formats this build can read; `spec.routing.capacity.format` must name one.
@@ -30,22 +42,23 @@ INVALID_PREFIX = "capacity response is not a valid report: "
 NO_SERVABLE = "capacity report has no servable count"
 NO_OBSERVED_AT = "capacity report has no observedAt stamp"
 FUTURE = "capacity report timestamp is in the future"
-_MAX_SERVABLE = (1 << 63) - 1  # servable is an int64 in OME's API
-_MAX_INT_DIGITS = 20  # longer integer text cannot fit an int64; never hand it to int()
-_MAX_SHOWN = 64  # longest value text quoted in a reason
-
-_RFC3339 = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
-    r"(?:([Zz])|([+-])([0-9]{2}):([0-9]{2}))"
-)
-
+_INT32 = range(-(1 << 31), 1 << 31)  # servable is an int32 in OME's report struct
+_MAX_SHOWN = 64  # longest value text quoted in a type error
+_MAX_DETAIL = 256  # longest detail after the prefix (a stamp's error quotes it twice)
+#: Go's names in its type errors: OME's report struct and its fields
+_STRUCT = "routing.CapacityReport"
+_FIELD_TYPE = {"servable": "int32"}
+_SERVABLE, _OBSERVED_AT = "servable", "observedAt"
+_FOLDED = {gojson.fold(_SERVABLE): _SERVABLE, gojson.fold(_OBSERVED_AT): _OBSERVED_AT}
+_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
 
 _JSON_SPACE = rb"[ \t\n\r]*"
 #: The usual report, `servable` first, nothing else, no escapes: read without the JSON
-#: decoder, its stamp by `datetime.fromisoformat` (which this shape keeps to what RFC 3339
-#: allows: an offset of at most 23:59). A body of any other shape takes the general path;
-#: so does one that matches but holds an impossible time, so that every reason comes
-#: from one place.
+#: decoder, its stamp by `datetime.fromisoformat` (which this shape keeps to what Go's
+#: RFC 3339 reader allows: `T` and `Z` in upper case, an offset of at most 23:59, a year
+#: from 0100, so never Go's zero time). A body of any other shape takes the general
+#: path; so does one that matches but holds an impossible time, so that every reason
+#: comes from one place.
 _PLAIN_REPORT = re.compile(
     _JSON_SPACE
     + rb"\{"
@@ -54,7 +67,7 @@ _PLAIN_REPORT = re.compile(
     + _JSON_SPACE
     + rb":"
     + _JSON_SPACE
-    + rb"(0|[1-9][0-9]{0,17})"  # at most 18 digits: always within an int64
+    + rb"(0|[1-9][0-9]{0,8})"  # at most 9 digits: always within an int32
     + _JSON_SPACE
     + rb","
     + _JSON_SPACE
@@ -62,7 +75,7 @@ _PLAIN_REPORT = re.compile(
     + _JSON_SPACE
     + rb":"
     + _JSON_SPACE
-    + rb'"([0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?'
+    + rb'"((?!00)[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?'
     + rb'(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9]))"'
     + _JSON_SPACE
     + rb"\}"
@@ -97,75 +110,33 @@ class Reading:
         return now - self.observed_at
 
 
-@dataclass(frozen=True, slots=True)
-class _Number:
-    """A JSON number that is not a small integer, kept as its text (no float rounding)."""
-
-    text: str
-
-
-class _NotJson(ValueError):
-    """A token that Python's json module accepts and JSON does not (NaN, Infinity)."""
-
-
-def _reject_constant(token: str) -> object:
-    raise _NotJson(token)
-
-
-def _read_int(text: str) -> int | _Number:
-    return int(text) if len(text) <= _MAX_INT_DIGITS else _Number(text)
+def _clip(text: str, limit: int = _MAX_SHOWN) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _invalid(detail: str) -> ReportError:
-    return ReportError(INVALID_PREFIX + detail)
+    return ReportError(INVALID_PREFIX + _clip(detail, _MAX_DETAIL))
 
 
-def _json_kind(value: object) -> str:
-    return "number" if isinstance(value, _Number) else json_kind(value)
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN] + "..."
-
-
-def _quote(text: str) -> str:
-    """A string value as a reason shows it: JSON (Go) double quotes, cut short."""
-    return json.dumps(_clip(text))
-
-
-def _show(value: object) -> str:
-    """A JSON value as a reason shows it: scalars by value, arrays and objects by kind."""
-    if isinstance(value, _Number):
-        return _clip(value.text)
-    if isinstance(value, str):
-        return _quote(value)
-    if value is None or isinstance(value, (bool, int)):
-        return json.dumps(value)
-    return _json_kind(value)
+def _type_error(kind: str, field: str | None) -> ReportError:
+    """Go's `UnmarshalTypeError` text; `kind` carries a number's literal, cut short."""
+    if field is None:
+        return ReportError(
+            f"{INVALID_PREFIX}json: cannot unmarshal {kind} into Go value of type {_STRUCT}"
+        )
+    return ReportError(
+        f"{INVALID_PREFIX}json: cannot unmarshal {kind} into Go struct field "
+        f"{_STRUCT.split('.')[-1]}.{field} of type {_FIELD_TYPE[field]}"
+    )
 
 
 def parse_rfc3339(text: str) -> datetime:
-    """Parse an RFC 3339 timestamp that carries a time zone (`Z` or `+hh:mm`).
+    """Parse an RFC 3339 timestamp with a time zone as Go's strict reader does.
 
     Digits beyond the microsecond are dropped (Python's `datetime` holds no more).
+    Raises `ValueError` with Go's error text.
     """
-    match = _RFC3339.fullmatch(text)
-    if match is None:
-        raise ValueError(f"{_quote(text)} is not an RFC 3339 time with a time zone")
-    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
-    micro = int((match.group(7) or "").ljust(6, "0")[:6])
-    if match.group(8):
-        tz = UTC
-    else:
-        offset_hours, offset_minutes = int(match.group(10)), int(match.group(11))
-        if offset_hours > 23 or offset_minutes > 59:
-            raise ValueError(f"{_quote(text)} has a time zone offset out of range")
-        offset = timedelta(hours=offset_hours, minutes=offset_minutes)
-        tz = timezone(-offset if match.group(9) == "-" else offset)
-    try:
-        return datetime(year, month, day, hour, minute, second, micro, tzinfo=tz)
-    except ValueError as err:
-        raise ValueError(f"{_quote(text)} is not a valid time: {err}") from None
+    return gotime.parse(text)[0]
 
 
 def format_rfc3339(moment: datetime) -> str:
@@ -178,19 +149,6 @@ def format_rfc3339(moment: datetime) -> str:
     if moment.microsecond:
         out += f".{moment.microsecond:06d}".rstrip("0")
     return out + "Z"
-
-
-def _load(text: str) -> object:
-    try:
-        return json.loads(
-            text, parse_int=_read_int, parse_float=_Number, parse_constant=_reject_constant
-        )
-    except json.JSONDecodeError as err:
-        raise _invalid(f"{err.msg} at line {err.lineno} column {err.colno}") from None
-    except _NotJson as err:
-        raise _invalid(f"{err} is not a JSON value") from None
-    except RecursionError:
-        raise _invalid("JSON nested too deeply") from None
 
 
 def _plain_report(body: bytes) -> Reading | None:
@@ -207,46 +165,58 @@ def _plain_report(body: bytes) -> Reading | None:
     return Reading(int(servable), observed_at)
 
 
-def parse_report(body: bytes) -> Reading:
-    """Read a `Report` body, or raise `ReportError` with the exact fallback reason.
+def _int32(raw: str, value: object) -> int | ReportError | None:
+    """`servable` as Go stores it in an `*int32`: None for null, or the type error."""
+    if value is None:
+        return None
+    if not isinstance(value, gojson.Number):
+        return _type_error(gojson.kind(value), _SERVABLE)
+    if _INTEGER.fullmatch(raw) and len(raw) <= 12 and int(raw) in _INT32:
+        return int(raw)
+    return _type_error(f"number {_clip(raw)}", _SERVABLE)
 
-    A field that is absent or null counts as missing; so does an empty `observedAt`.
-    """
+
+def parse_report(body: bytes) -> Reading:
+    """Read a `Report` body, or raise `ReportError` with the exact fallback reason."""
     plain = _plain_report(body)
     if plain is not None:
         return plain
-    if not body.strip():
-        raise _invalid("empty body")
+    text = gojson.read_text(body)
     try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _invalid("body is not UTF-8 text") from None
-    document = _load(text)
-    if not isinstance(document, dict):
-        raise _invalid(f"expected a JSON object, got {_json_kind(document)}")
-    servable = document.get("servable")
-    observed = document.get("observedAt")
+        document = gojson.check(text)
+    except gojson.GoSyntaxError as err:
+        raise _invalid(str(err)) from None
+    servable: int | None = None
+    observed: tuple[datetime, bool] | None = None
+    if isinstance(document, dict):
+        first_error: ReportError | None = None
+        for key, raw, value in gojson.members(text):
+            field = key if key in (_SERVABLE, _OBSERVED_AT) else _FOLDED.get(gojson.fold(key))
+            if field == _SERVABLE:
+                read = _int32(raw, value)
+                if isinstance(read, ReportError):
+                    first_error = first_error or read  # Go keeps the first, and goes on
+                else:
+                    servable = read
+            elif field == _OBSERVED_AT and value is not None:
+                # Go hands time.Time the raw text, escapes and all; its error ends decoding
+                if not isinstance(value, str) or isinstance(value, gojson.Number):
+                    raise _invalid("Time.UnmarshalJSON: input is not a JSON string")
+                try:
+                    observed = gotime.parse(raw[1:-1])
+                except ValueError as err:
+                    raise _invalid(str(err)) from None
+        if first_error is not None:
+            raise first_error
+    elif document is not None:  # Go decodes null into a struct as nothing at all
+        raise _type_error(gojson.kind(document), None)
     if servable is None:
         raise ReportError(NO_SERVABLE)
-    if observed is None or observed == "":
+    if observed is None or observed[1]:
         raise ReportError(NO_OBSERVED_AT)
-    if isinstance(servable, bool) or not isinstance(servable, (int, _Number)):
-        raise _invalid(f"servable must be a whole number, got {_show(servable)}")
-    if isinstance(servable, _Number):
-        if any(mark in servable.text for mark in ".eE"):
-            raise _invalid(f"servable must be a whole number, got {_show(servable)}")
-        raise _invalid(f"servable {_show(servable)} is out of range")
-    if not isinstance(observed, str):
-        raise _invalid(f"observedAt must be an RFC 3339 string, got {_json_kind(observed)}")
-    try:
-        observed_at = parse_rfc3339(observed)
-    except ValueError as err:
-        raise _invalid(f"observedAt {err}") from None
-    if servable > _MAX_SERVABLE or servable < -_MAX_SERVABLE - 1:
-        raise _invalid(f"servable {servable} is out of range")
     if servable < 0:
         raise ReportError(negative_reason(servable))
-    return Reading(servable=servable, observed_at=observed_at)
+    return Reading(servable=servable, observed_at=observed[0])
 
 
 def freshness_failure(reading: Reading, now: datetime, max_age: Duration) -> str | None:
