@@ -1,66 +1,131 @@
 """The operator's multi-cluster configuration: the chart values under `ome.multicluster`.
 
 The controller reads these values once, when it starts, and refuses to start with an
-unusable setting. Every startup error is one line that starts with
-`invalid multi-cluster configuration: ` and names the setting as the values file spells
-it (`routing.capacity.period`, `routing.observer.maxSamples`) together with its value.
+unusable setting. The error starts with `invalid multi-cluster configuration: ` and
+names the setting as the values file spells it (`routing.capacity.period`,
+`routing.observer.maxSamples`) together with its value.
 
-The capacity poll's rules live in `core.pollrules`, shared with a service's
-`spec.routing.capacity` (see `core.policy`).
+The checks run in OME's order, so that the same values give the same error:
 
-Routing is active only with `enabled: true`, `role: control-plane` and
-`config.routing.enabled: true`. While it is not, the routing blocks (`capacity`,
-`observer`, `probe`, `publisher`) are not judged at all: a half-written poll in a values
-file must not stop a controller that will never poll. The gates themselves
-(`enabled`, `role`, `routing.enabled`) are always checked.
+1. The gates (`enabled`, `role`, `routing.enabled`) are always read. With
+   multi-cluster off, nothing else is: OME does not load the block at all.
+2. Load: every routing block is read by type. A key that OME does not know is not an
+   error (OME's loader ignores it), but it is returned in `warnings`, one line each,
+   so that a typo such as `peroid` does not pass silently.
+3. Durations: every duration that is set is parsed, in the byte order of its key
+   (`routing.capacity.maxAge` before `routing.capacity.period`); all of their errors
+   are reported together, one per line, as OME joins them. Then
+   `routing.publisher.resyncInterval`.
+4. Routing rules, only with `routing.enabled: true` (whatever the role, as OME): the
+   observer limits, then the chart's poll (see `core.pollrules`), then the poll
+   against the limits. The first failure is the one reported. A poll without a
+   `path` is off, and its other fields are not judged.
+
+Routing runs (`routing_active`) only with `enabled: true`, `role: control-plane` and
+`routing.enabled: true`; only then does the config carry the chart's poll and limits.
 
 Errors:
 - `ConfigError` (a `ValueError`): the operator configuration is unusable; `str(error)` is
-  the whole log line, `invalid multi-cluster configuration: <detail>`.
+  the whole message, `invalid multi-cluster configuration: <detail>`, where `detail` may
+  hold several lines (joined duration errors). `warnings` holds the unknown-key lines
+  found before the error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from ome_routing.core.durations import Duration
+from ome_routing.core.durations import MINUTE, Duration, DurationError, parse_duration
 from ome_routing.core.pollrules import (
     CAPACITY_FIELDS,
+    CHART_CAPACITY_FIELD,
     OBSERVER_FIELD,
+    ZERO,
     CapacityPolicy,
     CapacityRuleError,
     ObserverLimits,
-    RuleStage,
-    check_capacity_bounds,
+    bounds_problem,
+    duration_text,
+    go_q,
     invalid,
-    parse_capacity,
+    not_a_duration,
+    poll_problem,
     read_bool,
-    read_duration,
     read_mapping,
+    read_poll,
     read_string,
+    read_string_map,
     read_whole_number,
-    reject_unknown_fields,
     show,
+    unknown_fields,
 )
+
+__all__ = [
+    "CHART_CAPACITY_FIELD",
+    "CONFIG_ERROR_PREFIX",
+    "DEFAULT_RESYNC_INTERVAL",
+    "ROLES",
+    "ROLE_CONTROL_PLANE",
+    "ConfigError",
+    "OperatorConfig",
+    "config_from_multicluster",
+    "config_from_values",
+]
 
 CONFIG_ERROR_PREFIX = "invalid multi-cluster configuration: "
 ROLE_CONTROL_PLANE = "control-plane"
 #: The roles the controller accepts; empty means "not the control plane".
 ROLES: tuple[str, ...] = ("", ROLE_CONTROL_PLANE)
 
-#: Field prefixes as users spell them: in the chart values, and in an InferenceService.
-CHART_CAPACITY_FIELD = "routing.capacity"
+PUBLISHER_FIELD = "routing.publisher"
+RESYNC_FIELD = f"{PUBLISHER_FIELD}.resyncInterval"
+#: The chart's default for `routing.publisher.resyncInterval`, kept when the key is left
+#: out: the publisher's safety resync, for state that no watch event repairs.
+DEFAULT_RESYNC_INTERVAL = Duration(MINUTE)
+
+#: The keys OME reads at each level; any other key is ignored with a warning.
+_KNOWN_KEYS: dict[str, tuple[str, ...]] = {
+    "multicluster": ("enabled", "role", "config"),
+    "": ("workloadCluster", "placement", "endpoint", "routing"),
+    "routing": ("enabled", "observer", "probe", "capacity", "publisher"),
+    OBSERVER_FIELD: (
+        "maxConcurrentReconciles",
+        "maxConcurrentRequests",
+        "maxResponseBytes",
+        "minPeriod",
+        "maxSamples",
+    ),
+    CHART_CAPACITY_FIELD: CAPACITY_FIELDS,
+    "routing.probe": (
+        "path",
+        "method",
+        "acceptStatuses",
+        "gateStatuses",
+        "period",
+        "timeout",
+        "failureThreshold",
+        "successThreshold",
+        "allFailedPolicy",
+    ),
+    PUBLISHER_FIELD: ("name", "resyncInterval", "options"),
+}
+
+
+def unknown_setting(path: str, known: tuple[str, ...]) -> str:
+    """The warning for a key that is ignored."""
+    return f"unknown multi-cluster setting {path} is ignored (known: {', '.join(known)})"
 
 
 class ConfigError(ValueError):
-    """The multi-cluster configuration is unusable; `str(error)` is the whole log line."""
+    """The multi-cluster configuration is unusable; `str(error)` is the whole message."""
 
-    def __init__(self, detail: str) -> None:
+    def __init__(self, detail: str, warnings: tuple[str, ...] = ()) -> None:
         super().__init__(CONFIG_ERROR_PREFIX + detail)
         self.detail = detail
+        self.warnings = warnings
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +143,42 @@ class OperatorConfig:
     observer: ObserverLimits = field(default_factory=ObserverLimits)
     probe: Mapping[str, Any] | None = None
     publisher: Mapping[str, Any] | None = None
+    #: `routing.publisher.resyncInterval`: how often the publisher reconciles its state
+    #: without an event. The chart's default, 1m, when left out.
+    resync_interval: Duration = DEFAULT_RESYNC_INTERVAL
+    #: One line per key the controller ignores, for the log and validate-config.
+    warnings: tuple[str, ...] = ()
 
     @property
     def routing_active(self) -> bool:
         """Routing runs only on a multi-cluster control plane with routing turned on."""
         return self.enabled and self.role == ROLE_CONTROL_PLANE and self.routing_enabled
+
+
+# --- unknown keys ----------------------------------------------------------------------
+
+
+def _warnings(multicluster: Mapping[str, Any]) -> tuple[str, ...]:
+    """A warning per unknown key, walking only the levels that are mappings."""
+    lines: list[str] = []
+
+    def visit(block: object, level: str, path: str) -> None:
+        if not isinstance(block, Mapping):
+            return
+        known = _KNOWN_KEYS[level]
+        for key in unknown_fields(block, known):
+            lines.append(unknown_setting(f"{path}{key}", known))
+
+    visit(multicluster, "multicluster", "multicluster.")
+    config = multicluster.get("config")
+    visit(config, "", "")
+    routing = config.get("routing") if isinstance(config, Mapping) else None
+    visit(routing, "routing", "routing.")
+    if isinstance(routing, Mapping):
+        for name in ("observer", "capacity", "probe", "publisher"):
+            level = f"routing.{name}"
+            visit(routing.get(name), level, f"{level}.")
+    return tuple(lines)
 
 
 # --- the observer limits --------------------------------------------------------------
@@ -98,73 +194,106 @@ _OBSERVER_LIMITS: dict[str, tuple[str, bool]] = {
 _MISSING = object()
 
 
-def parse_observer(value: object) -> ObserverLimits:
-    """Read `routing.observer`; `_MISSING` (the block left out) keeps every default.
+def _load_observer(value: object) -> dict[str, int | str]:
+    """The limits as written: a count, or `minPeriod`'s text; removed ones read as 0 or "".
 
-    An explicit null block removes all five limits, as Helm's null does, and so fails on
-    the first of them.
+    A limit left out keeps the chart's default. An explicit null block removes all five,
+    as Helm's null does.
     """
+    defaults = ObserverLimits()
+    block: Mapping[str, Any]
     if value is _MISSING:
-        return ObserverLimits()
-    block: Mapping[str, Any] = (
-        dict.fromkeys(_OBSERVER_LIMITS) if value is None else read_mapping(value, OBSERVER_FIELD)
-    )
-    reject_unknown_fields(block, OBSERVER_FIELD, _OBSERVER_LIMITS)
-    limits: dict[str, Any] = {}
+        block = {}
+    elif value is None:
+        block = dict.fromkeys(_OBSERVER_LIMITS)
+    else:
+        block = read_mapping(value, OBSERVER_FIELD)
+    raw: dict[str, int | str] = {}
     for key, (attribute, is_duration) in _OBSERVER_LIMITS.items():
+        name = f"{OBSERVER_FIELD}.{key}"
         if key not in block:
-            continue
-        field = f"{OBSERVER_FIELD}.{key}"
-        raw = block[key]
-        positive = f"{field} must be positive when routing is enabled"
-        if raw is None:
-            raise invalid(positive)
+            default = getattr(defaults, attribute)
+            raw[key] = str(default) if is_duration else int(default)
+        elif is_duration:
+            raw[key] = duration_text(block[key], name)
+        else:
+            raw[key] = 0 if block[key] is None else read_whole_number(block[key], name)
+    return raw
+
+
+def _check_observer(raw: Mapping[str, int | str]) -> ObserverLimits:
+    """Every limit must be positive while routing is enabled; the first that is not fails."""
+    limits: dict[str, int | Duration] = {}
+    for key, (attribute, is_duration) in _OBSERVER_LIMITS.items():
+        value = raw[key]
         limit: int | Duration
         if is_duration:
-            limit = read_duration(raw, field)
+            # Its syntax was checked with the other durations; "0s" was refused there.
+            limit = parse_duration(str(value)) if value != "" else ZERO
             magnitude = limit.nanoseconds
         else:
-            limit = read_whole_number(raw, field)
-            magnitude = limit
+            limit = magnitude = int(value)
         if magnitude <= 0:
-            raise invalid(positive)
+            raise invalid(f"{OBSERVER_FIELD}.{key} must be positive when routing is enabled")
         limits[attribute] = limit
-    return ObserverLimits(**limits)
+    return ObserverLimits(**limits)  # type: ignore[arg-type]
+
+
+# --- durations, reported together -------------------------------------------------------
+
+
+def _duration_problems(texts: Mapping[str, str]) -> list[str]:
+    """OME's duration check: each set duration, in byte order of its key."""
+    problems: list[str] = []
+    for key in sorted(texts):
+        text = texts[key]
+        if text == "":
+            continue
+        try:
+            value = parse_duration(text)
+        except DurationError:
+            problems.append(not_a_duration(key, text))
+            continue
+        if value.nanoseconds <= 0:
+            problems.append(f"{key}: {go_q(text)} must be positive")
+    return problems
+
+
+def _resync(text: str, routing_enabled: bool) -> tuple[Duration, str | None]:
+    """`routing.publisher.resyncInterval`: required and positive while routing is on."""
+    if text == "":
+        if routing_enabled:
+            return ZERO, f"{RESYNC_FIELD}: must be positive when routing is enabled"
+        return ZERO, None
+    try:
+        value = parse_duration(text)
+    except DurationError:
+        return ZERO, not_a_duration(RESYNC_FIELD, text)
+    if value.nanoseconds < 0 or (routing_enabled and value.nanoseconds == 0):
+        return value, (
+            f"{RESYNC_FIELD}: {go_q(text)} must be positive when routing is enabled "
+            "and non-negative otherwise"
+        )
+    return value, None
 
 
 # --- the whole configuration ---------------------------------------------------------
 
 
-def _chart_capacity(value: object, limits: ObserverLimits) -> CapacityPolicy | None:
-    """The chart's poll: none without a block or a `path`; with a path, a complete poll."""
-    field = CHART_CAPACITY_FIELD
+def _raw_block(value: object, name: str) -> Mapping[str, Any] | None:
     if value is None:
         return None
-    block = read_mapping(value, field)
-    reject_unknown_fields(block, field, CAPACITY_FIELDS)
-    if block.get("path") in (None, ""):
-        others = [n for n in CAPACITY_FIELDS if n != "path" and block.get(n) is not None]
-        if others:
-            raise CapacityRuleError(
-                RuleStage.VALIDATE,
-                f"{field} sets {', '.join(others)} but not path: set {field}.path "
-                "to turn the poll on, or remove the block",
-            )
-        return None
-    policy = parse_capacity(block, field)
-    check_capacity_bounds(policy, field, limits)
-    return policy
+    return MappingProxyType(dict(read_mapping(value, name)))
 
 
-def _raw_block(value: object, field: str) -> Mapping[str, Any] | None:
-    if value is None:
-        return None
-    return MappingProxyType(dict(read_mapping(value, field)))
-
-
-def _optional_bool(block: Mapping[str, Any], key: str, field: str) -> bool:
+def _optional_bool(block: Mapping[str, Any], key: str, name: str) -> bool:
     value = block.get(key)
-    return False if value is None else read_bool(value, field)
+    return False if value is None else read_bool(value, name)
+
+
+def _optional_mapping(block: Mapping[str, Any], key: str, name: str) -> Mapping[str, Any]:
+    value = block.get(key)
+    return {} if value is None else read_mapping(value, name)
 
 
 def _build(block: Mapping[str, Any]) -> OperatorConfig:
@@ -173,24 +302,79 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
     role = "" if role_value is None else read_string(role_value, "multicluster.role")
     if role not in ROLES:
         raise invalid(f'multicluster.role {show(role)} must be "{ROLE_CONTROL_PLANE}" or empty')
-    config_value = block.get("config")
-    config = {} if config_value is None else read_mapping(config_value, "config")
-    routing_value = config.get("routing")
-    routing = {} if routing_value is None else read_mapping(routing_value, "routing")
+    config = _optional_mapping(block, "config", "config")
+    routing = _optional_mapping(config, "routing", "routing")
     routing_enabled = _optional_bool(routing, "enabled", "routing.enabled")
-    off = OperatorConfig(enabled=enabled, role=role, routing_enabled=routing_enabled)
+    if not enabled:
+        return OperatorConfig(enabled=enabled, role=role, routing_enabled=routing_enabled)
+
+    # Load: every block by type.
+    observer_raw = _load_observer(routing.get("observer", _MISSING))
+    capacity_block = _optional_mapping(routing, "capacity", CHART_CAPACITY_FIELD)
+    poll = read_poll(capacity_block, CHART_CAPACITY_FIELD, strict_durations=False)
+    probe = _raw_block(routing.get("probe"), "routing.probe")
+    publisher = _raw_block(routing.get("publisher"), PUBLISHER_FIELD)
+    publisher_block = publisher or {}
+    if publisher_block.get("name") is not None:
+        read_string(publisher_block["name"], f"{PUBLISHER_FIELD}.name")
+    read_string_map(publisher_block.get("options"), f"{PUBLISHER_FIELD}.options")
+    resync_text = (
+        duration_text(publisher_block.get("resyncInterval"), RESYNC_FIELD)
+        if "resyncInterval" in publisher_block
+        else str(DEFAULT_RESYNC_INTERVAL)
+    )
+
+    # Durations: every syntax error at once, then the publisher's resync.
+    texts = {
+        f"{CHART_CAPACITY_FIELD}.{key}": duration_text(
+            capacity_block.get(key), f"{CHART_CAPACITY_FIELD}.{key}"
+        )
+        for key in ("period", "timeout", "maxAge")
+    }
+    texts[f"{OBSERVER_FIELD}.minPeriod"] = str(observer_raw["minPeriod"])
+    for key in ("period", "timeout"):
+        name = f"routing.probe.{key}"
+        texts[name] = duration_text((probe or {}).get(key), name)
+    problems = _duration_problems(texts)
+    resync, resync_problem = _resync(resync_text, routing_enabled)
+    if resync_problem is not None:
+        problems.append(resync_problem)
+    if problems:
+        raise invalid("\n".join(problems))
+
+    off = OperatorConfig(
+        enabled=enabled, role=role, routing_enabled=routing_enabled, resync_interval=resync
+    )
+    if not routing_enabled:
+        return off
+
+    # Routing rules: the first failure wins.
+    limits = _check_observer(observer_raw)
+    if poll.enabled:
+        problem = poll_problem(poll) or bounds_problem(poll, limits)
+        if problem is not None:
+            raise invalid(problem)
     if not off.routing_active:
         return off
-    observer = parse_observer(routing.get("observer", _MISSING))
     return OperatorConfig(
         enabled=enabled,
         role=role,
         routing_enabled=routing_enabled,
-        capacity=_chart_capacity(routing.get("capacity"), observer),
-        observer=observer,
-        probe=_raw_block(routing.get("probe"), "routing.probe"),
-        publisher=_raw_block(routing.get("publisher"), "routing.publisher"),
+        capacity=poll.policy() if poll.enabled else None,
+        observer=limits,
+        probe=probe,
+        publisher=publisher,
+        resync_interval=resync,
     )
+
+
+def _checked(block: Mapping[str, Any]) -> OperatorConfig:
+    warnings = _warnings(block) if block.get("enabled") is True else ()
+    try:
+        config = _build(block)
+    except CapacityRuleError as err:
+        raise ConfigError(err.detail, warnings) from None
+    return replace(config, warnings=warnings)
 
 
 def config_from_multicluster(block: Mapping[str, Any] | None) -> OperatorConfig:
@@ -201,9 +385,10 @@ def config_from_multicluster(block: Mapping[str, Any] | None) -> OperatorConfig:
     if block is None:
         return OperatorConfig()
     try:
-        return _build(read_mapping(block, "multicluster"))
+        multicluster = read_mapping(block, "multicluster")
     except CapacityRuleError as err:
         raise ConfigError(err.detail) from None
+    return _checked(multicluster)
 
 
 def config_from_values(values: Mapping[str, Any]) -> OperatorConfig:
@@ -218,6 +403,7 @@ def config_from_values(values: Mapping[str, Any]) -> OperatorConfig:
         multicluster = read_mapping(ome, "ome").get("multicluster")
         if multicluster is None:
             return OperatorConfig()
-        return _build(read_mapping(multicluster, "ome.multicluster"))
+        block = read_mapping(multicluster, "ome.multicluster")
     except CapacityRuleError as err:
         raise ConfigError(err.detail) from None
+    return _checked(block)
