@@ -28,6 +28,8 @@ from ome_routing.core.pollrules import CapacityPolicy, ObserverLimits
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PREFIX = "invalid multi-cluster configuration: "
+#: OME's prefix for a routing block it cannot decode (a value of the wrong type).
+LOAD = "load multi-cluster configuration: unable to parse multicluster config json: "
 
 
 # --- builders -------------------------------------------------------------------------
@@ -251,7 +253,6 @@ class TestRoutingGates:
         [
             ("enabled", "true", 'multicluster.enabled must be true or false, got "true"'),
             ("enabled", 1, "multicluster.enabled must be true or false, got 1"),
-            ("routing_enabled", "yes", 'routing.enabled must be true or false, got "yes"'),
             ("role", "worker", 'multicluster.role "worker" must be "control-plane" or empty'),
             (
                 "role",
@@ -264,25 +265,36 @@ class TestRoutingGates:
     def test_bad_gate_values_are_named(self, gate: str, value: Any, message: str) -> None:
         assert config_error(values_with(**{gate: value})) == PREFIX + message
 
+    def test_a_routing_switch_of_the_wrong_type_fails_to_load(self) -> None:
+        assert config_error(values_with(routing_enabled="yes")) == (
+            LOAD + 'routing.enabled must be true or false, got "yes"'
+        )
+
     @pytest.mark.parametrize(
         ("values", "message"),
         [
-            ({"ome": []}, "ome must be a mapping of fields, got []"),
+            ({"ome": []}, PREFIX + "ome must be a mapping of fields, got []"),
             (
                 {"ome": {"multicluster": "on"}},
-                'ome.multicluster must be a mapping of fields, got "on"',
+                PREFIX + 'ome.multicluster must be a mapping of fields, got "on"',
             ),
-            ({"ome": {"multicluster": {"config": 1}}}, "config must be a mapping of fields, got 1"),
             (
-                {"ome": {"multicluster": {"config": {"routing": True}}}},
-                "routing must be a mapping of fields, got true",
+                {"ome": {"multicluster": {"enabled": True, "config": 1}}},
+                LOAD + "config must be a mapping of fields, got 1",
+            ),
+            (
+                {"ome": {"multicluster": {"enabled": True, "config": {"routing": True}}}},
+                LOAD + "routing must be a mapping of fields, got true",
             ),
         ],
     )
     def test_blocks_of_the_wrong_shape_are_named(
         self, values: dict[str, Any], message: str
     ) -> None:
-        assert config_error(values) == PREFIX + message
+        assert config_error(values) == message
+
+    def test_a_block_of_the_wrong_shape_is_not_read_while_multicluster_is_off(self) -> None:
+        assert config_from_values({"ome": {"multicluster": {"config": 1}}}) == OperatorConfig()
 
     def test_the_multicluster_block_alone_reads_like_the_values_file(self) -> None:
         block = step1_values()["ome"]["multicluster"]
@@ -316,7 +328,7 @@ class TestRoutingGates:
 
     def test_probe_must_be_a_mapping(self) -> None:
         assert config_error(values_with(probe="on")) == (
-            PREFIX + 'routing.probe must be a mapping of fields, got "on"'
+            LOAD + 'routing.probe must be a mapping of fields, got "on"'
         )
 
 
@@ -417,7 +429,7 @@ class TestObserverLimits:
         self, limit: str, value: Any, shown: str
     ) -> None:
         assert config_error(values_with(observer={limit: value})) == (
-            PREFIX + f"routing.observer.{limit} must be a whole number, got {shown}"
+            LOAD + f"routing.observer.{limit} must be a whole number, got {shown}"
         )
 
     @pytest.mark.parametrize(
@@ -428,15 +440,23 @@ class TestObserverLimits:
                 "1 s",
                 'routing.observer.minPeriod: "1 s" is not a duration (use forms like "30s", "5m")',
             ),
-            (True, 'routing.observer.minPeriod must be a duration such as "10s", got true'),
+            (
+                "true",
+                'routing.observer.minPeriod: "true" is not a duration (use forms like "30s", "5m")',
+            ),
         ],
     )
     def test_min_period_must_be_a_duration(self, value: Any, message: str) -> None:
         assert config_error(values_with(observer={"minPeriod": value})) == PREFIX + message
 
+    def test_a_min_period_of_the_wrong_type_fails_to_load(self) -> None:
+        assert config_error(values_with(observer={"minPeriod": True})) == (
+            LOAD + 'routing.observer.minPeriod must be a duration such as "10s", got true'
+        )
+
     def test_observer_must_be_a_mapping(self) -> None:
         assert config_error(values_with(observer=[8])) == (
-            PREFIX + "routing.observer must be a mapping of fields, got [8]"
+            LOAD + "routing.observer must be a mapping of fields, got [8]"
         )
 
     def test_the_chart_poll_is_checked_against_the_configured_limits(self) -> None:
@@ -623,7 +643,14 @@ CHART_RULES: list[tuple[str, dict[str, Any], str]] = [
         {"quorum": 1, "maxAge": "5s"},
         "routing.capacity.maxAge (5s) must be at least routing.capacity.period (10s)",
     ),
-    # shapes OME's typed loader would refuse
+    (
+        "options-empty-is-none",
+        {"options": {}, "format": "report"},
+        'routing.capacity.format "report" is not registered in this build (available: [Report])',
+    ),
+]
+#: (id, overrides, message): values of a type OME cannot decode.
+CHART_SHAPES: list[tuple[str, dict[str, Any], str]] = [
     ("path-type", {"path": 5}, "routing.capacity.path must be a string, got 5"),
     ("method-type", {"method": ["GET"]}, 'routing.capacity.method must be a string, got ["GET"]'),
     ("format-type", {"format": 1}, "routing.capacity.format must be a string, got 1"),
@@ -662,7 +689,7 @@ for _name in ["period", "timeout", "maxAge"]:
             )
         )
     for _bad, _shown in [(True, "true"), ([1], "[1]"), ({"s": 1}, '{"s": 1}')]:
-        CHART_RULES.append(
+        CHART_SHAPES.append(
             (
                 f"{_name}-type-{_shown}",
                 {_name: _bad},
@@ -679,6 +706,14 @@ class TestChartPollRules:
         self, overrides: dict[str, Any], message: str
     ) -> None:
         assert config_error(values_with(capacity=a_poll(**overrides))) == PREFIX + message
+
+    @pytest.mark.parametrize(
+        ("overrides", "message"), [pytest.param(o, m, id=i) for i, o, m in CHART_SHAPES]
+    )
+    def test_a_value_of_the_wrong_type_fails_to_load(
+        self, overrides: dict[str, Any], message: str
+    ) -> None:
+        assert config_error(values_with(capacity=a_poll(**overrides))) == LOAD + message
 
 
 # --- which error wins ------------------------------------------------------------------------
@@ -742,7 +777,7 @@ class TestWhichErrorWins:
     def test_a_type_error_comes_before_the_durations(self) -> None:
         values = values_with(capacity=a_poll(period="10", samples="10"))
         assert config_error(values) == (
-            PREFIX + 'routing.capacity.samples must be a whole number, got "10"'
+            LOAD + 'routing.capacity.samples must be a whole number, got "10"'
         )
 
     @pytest.mark.parametrize(

@@ -9,9 +9,13 @@ The checks run in OME's order, so that the same values give the same error:
 
 1. The gates (`enabled`, `role`, `routing.enabled`) are always read. With
    multi-cluster off, nothing else is: OME does not load the block at all.
-2. Load: every routing block is read by type. A key that OME does not know is not an
-   error (OME's loader ignores it), but it is returned in `warnings`, one line each,
-   so that a typo such as `peroid` does not pass silently.
+2. Load: every routing block is read by type; a value of the wrong type fails here,
+   with OME's prefix for a block it cannot decode, `load multi-cluster configuration:
+   unable to parse multicluster config json: `. (A number where a duration belongs,
+   `period: 10`, reads as its digits, so that it gets the duration's own message.) A
+   key that OME does not know is not an error (OME's loader ignores it), but it is
+   returned in `warnings`, one line each, so that a typo such as `peroid` does not
+   pass silently.
 3. Durations: every duration that is set is parsed, in the byte order of its key
    (`routing.capacity.maxAge` before `routing.capacity.period`); all of their errors
    are reported together, one per line, as OME joins them. Then
@@ -26,9 +30,9 @@ Routing runs (`routing_active`) only with `enabled: true`, `role: control-plane`
 
 Errors:
 - `ConfigError` (a `ValueError`): the operator configuration is unusable; `str(error)` is
-  the whole message, `invalid multi-cluster configuration: <detail>`, where `detail` may
-  hold several lines (joined duration errors). `warnings` holds the unknown-key lines
-  found before the error.
+  the whole message, `invalid multi-cluster configuration: <detail>` (or the load prefix
+  above), where `detail` may hold several lines (joined duration errors). `warnings`
+  holds the unknown-key lines, which explain many errors (`peroid` leaves no period).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from ome_routing.core.pollrules import (
     CapacityPolicy,
     CapacityRuleError,
     ObserverLimits,
+    PollFields,
     bounds_problem,
     duration_text,
     go_q,
@@ -67,6 +72,7 @@ __all__ = [
     "CHART_CAPACITY_FIELD",
     "CONFIG_ERROR_PREFIX",
     "DEFAULT_RESYNC_INTERVAL",
+    "LOAD_ERROR_PREFIX",
     "ROLES",
     "ROLE_CONTROL_PLANE",
     "ConfigError",
@@ -76,6 +82,8 @@ __all__ = [
 ]
 
 CONFIG_ERROR_PREFIX = "invalid multi-cluster configuration: "
+#: OME's prefix when the block cannot be decoded: a routing value of the wrong type.
+LOAD_ERROR_PREFIX = "load multi-cluster configuration: unable to parse multicluster config json: "
 ROLE_CONTROL_PLANE = "control-plane"
 #: The roles the controller accepts; empty means "not the control plane".
 ROLES: tuple[str, ...] = ("", ROLE_CONTROL_PLANE)
@@ -122,10 +130,13 @@ def unknown_setting(path: str, known: tuple[str, ...]) -> str:
 class ConfigError(ValueError):
     """The multi-cluster configuration is unusable; `str(error)` is the whole message."""
 
-    def __init__(self, detail: str, warnings: tuple[str, ...] = ()) -> None:
-        super().__init__(CONFIG_ERROR_PREFIX + detail)
+    def __init__(
+        self, detail: str, warnings: tuple[str, ...] = (), prefix: str = CONFIG_ERROR_PREFIX
+    ) -> None:
+        super().__init__(prefix + detail)
         self.detail = detail
         self.warnings = warnings
+        self.prefix = prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,20 +307,26 @@ def _optional_mapping(block: Mapping[str, Any], key: str, name: str) -> Mapping[
     return {} if value is None else read_mapping(value, name)
 
 
-def _build(block: Mapping[str, Any]) -> OperatorConfig:
-    enabled = _optional_bool(block, "enabled", "multicluster.enabled")
-    role_value = block.get("role")
-    role = "" if role_value is None else read_string(role_value, "multicluster.role")
-    if role not in ROLES:
-        raise invalid(f'multicluster.role {show(role)} must be "{ROLE_CONTROL_PLANE}" or empty')
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """The routing blocks, read by type and not yet judged."""
+
+    routing_enabled: bool
+    observer: dict[str, int | str]
+    poll: PollFields
+    probe: Mapping[str, Any] | None
+    publisher: Mapping[str, Any] | None
+    #: Every duration that OME checks at load, by key as users spell it.
+    durations: dict[str, str]
+    resync_text: str
+
+
+def _load(block: Mapping[str, Any]) -> _Loaded:
+    """Read `config` by type, as OME's JSON decoding does; raises `CapacityRuleError`."""
     config = _optional_mapping(block, "config", "config")
     routing = _optional_mapping(config, "routing", "routing")
     routing_enabled = _optional_bool(routing, "enabled", "routing.enabled")
-    if not enabled:
-        return OperatorConfig(enabled=enabled, role=role, routing_enabled=routing_enabled)
-
-    # Load: every block by type.
-    observer_raw = _load_observer(routing.get("observer", _MISSING))
+    observer = _load_observer(routing.get("observer", _MISSING))
     capacity_block = _optional_mapping(routing, "capacity", CHART_CAPACITY_FIELD)
     poll = read_poll(capacity_block, CHART_CAPACITY_FIELD, strict_durations=False)
     probe = _raw_block(routing.get("probe"), "routing.probe")
@@ -323,20 +340,46 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
         if "resyncInterval" in publisher_block
         else str(DEFAULT_RESYNC_INTERVAL)
     )
-
-    # Durations: every syntax error at once, then the publisher's resync.
-    texts = {
+    durations = {
         f"{CHART_CAPACITY_FIELD}.{key}": duration_text(
             capacity_block.get(key), f"{CHART_CAPACITY_FIELD}.{key}"
         )
         for key in ("period", "timeout", "maxAge")
     }
-    texts[f"{OBSERVER_FIELD}.minPeriod"] = str(observer_raw["minPeriod"])
+    durations[f"{OBSERVER_FIELD}.minPeriod"] = str(observer["minPeriod"])
     for key in ("period", "timeout"):
         name = f"routing.probe.{key}"
-        texts[name] = duration_text((probe or {}).get(key), name)
-    problems = _duration_problems(texts)
-    resync, resync_problem = _resync(resync_text, routing_enabled)
+        durations[name] = duration_text((probe or {}).get(key), name)
+    return _Loaded(routing_enabled, observer, poll, probe, publisher, durations, resync_text)
+
+
+class _LoadFailure(Exception):
+    """A routing block of the wrong shape: OME fails to decode the configuration."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _build(block: Mapping[str, Any]) -> OperatorConfig:
+    enabled = _optional_bool(block, "enabled", "multicluster.enabled")
+    role_value = block.get("role")
+    role = "" if role_value is None else read_string(role_value, "multicluster.role")
+    if role not in ROLES:
+        raise invalid(f'multicluster.role {show(role)} must be "{ROLE_CONTROL_PLANE}" or empty')
+    try:
+        loaded = _load(block)
+    except CapacityRuleError as err:
+        if not enabled:  # OME does not read the block at all
+            return OperatorConfig(enabled=enabled, role=role)
+        raise _LoadFailure(err.detail) from None
+    routing_enabled = loaded.routing_enabled
+    if not enabled:
+        return OperatorConfig(enabled=enabled, role=role, routing_enabled=routing_enabled)
+
+    # Durations: every syntax error at once, then the publisher's resync.
+    problems = _duration_problems(loaded.durations)
+    resync, resync_problem = _resync(loaded.resync_text, routing_enabled)
     if resync_problem is not None:
         problems.append(resync_problem)
     if problems:
@@ -349,7 +392,8 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
         return off
 
     # Routing rules: the first failure wins.
-    limits = _check_observer(observer_raw)
+    limits = _check_observer(loaded.observer)
+    poll = loaded.poll
     if poll.enabled:
         problem = poll_problem(poll) or bounds_problem(poll, limits)
         if problem is not None:
@@ -362,8 +406,8 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
         routing_enabled=routing_enabled,
         capacity=poll.policy() if poll.enabled else None,
         observer=limits,
-        probe=probe,
-        publisher=publisher,
+        probe=loaded.probe,
+        publisher=loaded.publisher,
         resync_interval=resync,
     )
 
@@ -372,6 +416,8 @@ def _checked(block: Mapping[str, Any]) -> OperatorConfig:
     warnings = _warnings(block) if block.get("enabled") is True else ()
     try:
         config = _build(block)
+    except _LoadFailure as failure:
+        raise ConfigError(failure.detail, warnings, LOAD_ERROR_PREFIX) from None
     except CapacityRuleError as err:
         raise ConfigError(err.detail, warnings) from None
     return replace(config, warnings=warnings)
