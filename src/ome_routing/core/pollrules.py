@@ -20,6 +20,7 @@ guard the shapes that OME's typed structs would refuse before any rule runs.
 Errors: `CapacityRuleError` (a `ValueError`): `stage` says whether the broken rule is
 judged when the block is validated (`VALIDATE`) or when it is resolved against this
 build and the chart (`RESOLVE`); `detail` is the message without any prefix.
+`DurationSyntaxError`, one of them, is a duration whose text does not parse.
 """
 
 from __future__ import annotations
@@ -80,6 +81,13 @@ class CapacityRuleError(ValueError):
         super().__init__(detail)
         self.stage = stage
         self.detail = detail
+
+
+class DurationSyntaxError(CapacityRuleError):
+    """A duration whose text does not parse (as opposed to a value of the wrong type)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(RuleStage.VALIDATE, detail)
 
 
 def invalid(detail: str) -> CapacityRuleError:
@@ -276,7 +284,7 @@ def read_duration(value: object, field: str) -> Duration:
     try:
         return parse_duration(text)
     except DurationError:
-        raise invalid(not_a_duration(field, text)) from None
+        raise DurationSyntaxError(not_a_duration(field, text)) from None
 
 
 def read_string_map(value: object, field: str) -> tuple[tuple[str, str], ...]:
@@ -310,8 +318,8 @@ def read_poll(block: Mapping[str, Any], field: str, *, strict_durations: bool = 
     for key, attribute in POLL_DURATIONS.items():
         try:
             durations[attribute] = read_duration(block.get(key), f"{field}.{key}")
-        except CapacityRuleError as err:
-            if strict_durations or not err.detail.endswith(DURATION_HINT):
+        except DurationSyntaxError:
+            if strict_durations:
                 raise
             durations[attribute] = ZERO
     return PollFields(
