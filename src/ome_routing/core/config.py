@@ -43,29 +43,33 @@ from types import MappingProxyType
 from typing import Any
 
 from ome_routing.core.durations import MINUTE, Duration, DurationError, parse_duration
-from ome_routing.core.pollrules import (
-    CAPACITY_FIELDS,
-    CHART_CAPACITY_FIELD,
-    OBSERVER_FIELD,
+from ome_routing.core.fields import (
     ZERO,
-    CapacityPolicy,
     CapacityRuleError,
-    ObserverLimits,
-    PollFields,
-    bounds_problem,
     duration_text,
     go_q,
     invalid,
     not_a_duration,
-    poll_problem,
     read_bool,
     read_mapping,
-    read_poll,
     read_string,
     read_string_map,
-    read_whole_number,
     show,
     unknown_fields,
+)
+from ome_routing.core.pollrules import (
+    CAPACITY_FIELDS,
+    CHART_CAPACITY_FIELD,
+    MISSING,
+    OBSERVER_FIELD,
+    CapacityPolicy,
+    ObserverLimits,
+    PollFields,
+    bounds_problem,
+    check_observer,
+    load_observer,
+    poll_problem,
+    read_poll,
 )
 
 __all__ = [
@@ -192,64 +196,6 @@ def _warnings(multicluster: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(lines)
 
 
-# --- the observer limits --------------------------------------------------------------
-
-#: values key -> (ObserverLimits attribute, is a duration)
-_OBSERVER_LIMITS: dict[str, tuple[str, bool]] = {
-    "maxConcurrentReconciles": ("max_concurrent_reconciles", False),
-    "maxConcurrentRequests": ("max_concurrent_requests", False),
-    "maxResponseBytes": ("max_response_bytes", False),
-    "minPeriod": ("min_period", True),
-    "maxSamples": ("max_samples", False),
-}
-_MISSING = object()
-
-
-def _load_observer(value: object) -> dict[str, int | str]:
-    """The limits as written: a count, or `minPeriod`'s text; removed ones read as 0 or "".
-
-    A limit left out keeps the chart's default. An explicit null block removes all five,
-    as Helm's null does.
-    """
-    defaults = ObserverLimits()
-    block: Mapping[str, Any]
-    if value is _MISSING:
-        block = {}
-    elif value is None:
-        block = dict.fromkeys(_OBSERVER_LIMITS)
-    else:
-        block = read_mapping(value, OBSERVER_FIELD)
-    raw: dict[str, int | str] = {}
-    for key, (attribute, is_duration) in _OBSERVER_LIMITS.items():
-        name = f"{OBSERVER_FIELD}.{key}"
-        if key not in block:
-            default = getattr(defaults, attribute)
-            raw[key] = str(default) if is_duration else int(default)
-        elif is_duration:
-            raw[key] = duration_text(block[key], name)
-        else:
-            raw[key] = 0 if block[key] is None else read_whole_number(block[key], name)
-    return raw
-
-
-def _check_observer(raw: Mapping[str, int | str]) -> ObserverLimits:
-    """Every limit must be positive while routing is enabled; the first that is not fails."""
-    limits: dict[str, int | Duration] = {}
-    for key, (attribute, is_duration) in _OBSERVER_LIMITS.items():
-        value = raw[key]
-        limit: int | Duration
-        if is_duration:
-            # Its syntax was checked with the other durations; "0s" was refused there.
-            limit = parse_duration(str(value)) if value != "" else ZERO
-            magnitude = limit.nanoseconds
-        else:
-            limit = magnitude = int(value)
-        if magnitude <= 0:
-            raise invalid(f"{OBSERVER_FIELD}.{key} must be positive when routing is enabled")
-        limits[attribute] = limit
-    return ObserverLimits(**limits)  # type: ignore[arg-type]
-
-
 # --- durations, reported together -------------------------------------------------------
 
 
@@ -326,7 +272,7 @@ def _load(block: Mapping[str, Any]) -> _Loaded:
     config = _optional_mapping(block, "config", "config")
     routing = _optional_mapping(config, "routing", "routing")
     routing_enabled = _optional_bool(routing, "enabled", "routing.enabled")
-    observer = _load_observer(routing.get("observer", _MISSING))
+    observer = load_observer(routing.get("observer", MISSING))
     capacity_block = _optional_mapping(routing, "capacity", CHART_CAPACITY_FIELD)
     poll = read_poll(capacity_block, CHART_CAPACITY_FIELD, strict_durations=False)
     probe = _raw_block(routing.get("probe"), "routing.probe")
@@ -392,7 +338,7 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
         return off
 
     # Routing rules: the first failure wins.
-    limits = _check_observer(loaded.observer)
+    limits = check_observer(loaded.observer)
     poll = loaded.poll
     if poll.enabled:
         problem = poll_problem(poll) or bounds_problem(poll, limits)

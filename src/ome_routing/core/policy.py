@@ -30,25 +30,27 @@ from types import MappingProxyType
 from typing import Any
 
 from ome_routing.core.config import OperatorConfig
+from ome_routing.core.fields import (
+    CapacityRuleError,
+    RuleStage,
+    go_q,
+    invalid,
+    read_bool,
+    read_mapping,
+    read_string_map,
+    reject_unknown_fields,
+    show,
+    unresolved,
+)
 from ome_routing.core.pollrules import (
     CAPACITY_FIELDS,
     SERVICE_CAPACITY_FIELD,
     CapacityPolicy,
-    CapacityRuleError,
     PollFields,
-    RuleStage,
     bounds_problem,
-    go_q,
-    invalid,
     poll_problem,
-    read_bool,
-    read_mapping,
     read_poll,
-    read_string_map,
-    reject_unknown_fields,
     service_poll_problem,
-    show,
-    unresolved,
 )
 from ome_routing.core.quantity import Quantity, QuantityError, parse_quantity
 

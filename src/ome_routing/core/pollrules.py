@@ -14,25 +14,54 @@ broken rule (OME reports one at a time) or None:
   OME's per-service order (format after the method, maxAge >= period before the span),
   with `disabled` and its own wording (`must not exceed samples (4)`).
 
-The typed readers here name the field as the user spells it and show the value; they
-guard the shapes that OME's typed structs would refuse before any rule runs.
+The observer limits live here too: `load_observer` reads them as written (a limit left
+out keeps the chart's default), `check_observer` requires each to be positive.
 
-Errors: `CapacityRuleError` (a `ValueError`): `stage` says whether the broken rule is
-judged when the block is validated (`VALIDATE`) or when it is resolved against this
-build and the chart (`RESOLVE`); `detail` is the message without any prefix.
-`DurationSyntaxError`, one of them, is a duration whose text does not parse.
+The typed readers and the error types are `core.fields`'s.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-from ome_routing.core.durations import SECOND, Duration, DurationError, parse_duration
+from ome_routing.core.durations import SECOND, Duration, parse_duration
+from ome_routing.core.fields import (
+    ZERO,
+    CapacityRuleError,
+    DurationSyntaxError,
+    RuleStage,
+    duration_text,
+    go_list,
+    go_q,
+    invalid,
+    read_duration,
+    read_mapping,
+    read_string,
+    read_string_map,
+    read_whole_number,
+)
 from ome_routing.core.report import FORMAT_REPORT, REGISTERED_FORMATS
+
+__all__ = [
+    "CAPACITY_FIELDS",
+    "CHART_CAPACITY_FIELD",
+    "MISSING",
+    "OBSERVER_FIELD",
+    "SERVICE_CAPACITY_FIELD",
+    "CapacityPolicy",
+    "CapacityRuleError",
+    "ObserverLimits",
+    "PollFields",
+    "RuleStage",
+    "bounds_problem",
+    "check_observer",
+    "load_observer",
+    "poll_problem",
+    "read_poll",
+    "service_poll_problem",
+]
 
 #: The methods a poll may use; HEAD is accepted, as OME does, though its empty body
 #: fails every poll as "not a valid report".
@@ -43,7 +72,6 @@ OBSERVER_FIELD = "routing.observer"
 #: A service's own poll, as users spell it.
 SERVICE_CAPACITY_FIELD = "spec.routing.capacity"
 DEFAULT_MIN_PERIOD = Duration(SECOND)
-ZERO = Duration(0)
 
 #: Every field of a poll block, in the order the spec's table lists them.
 CAPACITY_FIELDS: tuple[str, ...] = (
@@ -63,41 +91,6 @@ REQUIRED_CAPACITY_FIELDS: tuple[str, ...] = tuple(f for f in CAPACITY_FIELDS if 
 POLL_DURATIONS: dict[str, str] = {"period": "period", "timeout": "timeout", "maxAge": "max_age"}
 #: Formats that read no options (all of this build's formats).
 _FORMATS_WITHOUT_OPTIONS = frozenset({FORMAT_REPORT})
-
-DURATION_HINT = '(use forms like "30s", "5m")'
-
-
-class RuleStage(StrEnum):
-    """When a poll rule is judged, which decides the prefix of a per-service error."""
-
-    VALIDATE = "validate"  # `validate routing policy:`, the block on its own
-    RESOLVE = "resolve"  # `resolve capacity policy:`, against this build and the chart
-
-
-class CapacityRuleError(ValueError):
-    """A poll block breaks a rule; `detail` names the field and the value, unprefixed."""
-
-    def __init__(self, stage: RuleStage, detail: str) -> None:
-        super().__init__(detail)
-        self.stage = stage
-        self.detail = detail
-
-
-class DurationSyntaxError(CapacityRuleError):
-    """A duration whose text does not parse (as opposed to a value of the wrong type)."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(RuleStage.VALIDATE, detail)
-
-
-def invalid(detail: str) -> CapacityRuleError:
-    """A rule judged when the block is validated is broken."""
-    return CapacityRuleError(RuleStage.VALIDATE, detail)
-
-
-def unresolved(detail: str) -> CapacityRuleError:
-    """A rule judged when the block is resolved against the build and the chart is broken."""
-    return CapacityRuleError(RuleStage.RESOLVE, detail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,130 +168,6 @@ class PollFields:
         )
 
 
-# --- showing values in messages ------------------------------------------------------
-
-
-def show(value: object) -> str:
-    """A value as a message quotes it: strings in double quotes, YAML scalars as written."""
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_GO_ESCAPES |= {"\v": "\\v", "\\": "\\\\", '"': '\\"'}
-
-
-def go_q(text: str) -> str:
-    """A string as Go's `%q` prints it: printable characters kept, others escaped."""
-    out = ['"']
-    for char in text:
-        if char in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[char])
-        elif char == " " or char.isprintable():
-            out.append(char)
-        elif ord(char) < 0x80:
-            out.append(f"\\x{ord(char):02x}")
-        elif ord(char) <= 0xFFFF:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(f"\\U{ord(char):08x}")
-    out.append('"')
-    return "".join(out)
-
-
-def go_list(items: Iterable[str]) -> str:
-    """A list as Go's `%v` prints a slice of strings: `[Report]`, `[a b]`."""
-    return "[" + " ".join(items) + "]"
-
-
-# --- typed reads shared by the chart and per-service parsers ------------------------
-
-
-def unknown_fields(block: Mapping[str, Any], known: Iterable[str]) -> list[str]:
-    """The keys of `block` that are not among `known`, in the block's order."""
-    known_set = set(known)
-    return [str(key) for key in block if key not in known_set]
-
-
-def reject_unknown_fields(block: Mapping[str, Any], field: str, known: Iterable[str]) -> None:
-    """A misspelled key must not pass silently: name it, and list the keys that exist."""
-    known_list = list(known)
-    for key in unknown_fields(block, known_list):
-        raise invalid(f"{field}.{key} is not a known field (known: {', '.join(known_list)})")
-
-
-def read_mapping(value: object, field: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise invalid(f"{field} must be a mapping of fields, got {show(value)}")
-    return value
-
-
-def read_bool(value: object, field: str) -> bool:
-    if not isinstance(value, bool):
-        raise invalid(f"{field} must be true or false, got {show(value)}")
-    return value
-
-
-def read_string(value: object, field: str) -> str:
-    if not isinstance(value, str):
-        raise invalid(f"{field} must be a string, got {show(value)}")
-    return value
-
-
-def read_whole_number(value: object, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise invalid(f"{field} must be a whole number, got {show(value)}")
-    return value
-
-
-def duration_text(value: object, field: str) -> str:
-    """The text of a duration as written: null is empty, a YAML number (`period: 10`) its digits."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    raise invalid(f'{field} must be a duration such as "10s", got {show(value)}')
-
-
-def not_a_duration(field: str, text: str) -> str:
-    return f"{field}: {go_q(text)} is not a duration {DURATION_HINT}"
-
-
-def read_duration(value: object, field: str) -> Duration:
-    """A duration; empty (or null) reads as 0s, text that is not a duration fails."""
-    text = duration_text(value, field)
-    if text == "":
-        return ZERO
-    try:
-        return parse_duration(text)
-    except DurationError:
-        raise DurationSyntaxError(not_a_duration(field, text)) from None
-
-
-def read_string_map(value: object, field: str) -> tuple[tuple[str, str], ...]:
-    """A map of strings to strings, sorted by key; null or empty is no entries."""
-    if value is None:
-        return ()
-    block = read_mapping(value, field)
-    pairs: list[tuple[str, str]] = []
-    for key, entry in block.items():
-        name = read_string(key, f"{field} key {show(key)}")
-        pairs.append((name, read_string(entry, f"{field}[{show(name)}]")))
-    return tuple(sorted(pairs))
-
-
 def read_poll(block: Mapping[str, Any], field: str, *, strict_durations: bool = True) -> PollFields:
     """Read a poll block's fields by type; a null or missing field is unset.
 
@@ -331,6 +200,69 @@ def read_poll(block: Mapping[str, Any], field: str, *, strict_durations: bool = 
         quorum=count("quorum"),
         **durations,
     )
+
+
+# --- the observer limits --------------------------------------------------------------
+
+#: values key -> (ObserverLimits attribute, is a duration)
+_OBSERVER_LIMITS: dict[str, tuple[str, bool]] = {
+    "maxConcurrentReconciles": ("max_concurrent_reconciles", False),
+    "maxConcurrentRequests": ("max_concurrent_requests", False),
+    "maxResponseBytes": ("max_response_bytes", False),
+    "minPeriod": ("min_period", True),
+    "maxSamples": ("max_samples", False),
+}
+MISSING = object()
+
+
+def load_observer(value: object) -> dict[str, int | str]:
+    """The limits as written: a count, or `minPeriod`'s text; removed ones read as 0 or "".
+
+    `MISSING` stands for a block left out of the values.
+
+    A limit left out keeps the chart's default. An explicit null block removes all five,
+    as Helm's null does.
+    """
+    defaults = ObserverLimits()
+    block: Mapping[str, Any]
+    if value is MISSING:
+        block = {}
+    elif value is None:
+        block = dict.fromkeys(_OBSERVER_LIMITS)
+    else:
+        block = read_mapping(value, OBSERVER_FIELD)
+    raw: dict[str, int | str] = {}
+    for key, (attribute, is_duration) in _OBSERVER_LIMITS.items():
+        name = f"{OBSERVER_FIELD}.{key}"
+        if key not in block:
+            default = getattr(defaults, attribute)
+            raw[key] = str(default) if is_duration else int(default)
+        elif is_duration:
+            raw[key] = duration_text(block[key], name)
+        else:
+            raw[key] = 0 if block[key] is None else read_whole_number(block[key], name)
+    return raw
+
+
+def check_observer(raw: Mapping[str, int | str]) -> ObserverLimits:
+    """Every limit must be positive while routing is enabled; the first that is not fails.
+
+    `minPeriod`'s syntax must have been checked already; raises `CapacityRuleError`.
+    """
+    limits: dict[str, int | Duration] = {}
+    for key, (attribute, is_duration) in _OBSERVER_LIMITS.items():
+        value = raw[key]
+        limit: int | Duration
+        if is_duration:
+            # Its syntax was checked with the other durations; "0s" was refused there.
+            limit = parse_duration(str(value)) if value != "" else ZERO
+            magnitude = limit.nanoseconds
+        else:
+            limit = magnitude = int(value)
+        if magnitude <= 0:
+            raise invalid(f"{OBSERVER_FIELD}.{key} must be positive when routing is enabled")
+        limits[attribute] = limit
+    return ObserverLimits(**limits)  # type: ignore[arg-type]
 
 
 # --- the poll rules, in OME's orders --------------------------------------------------
