@@ -102,9 +102,47 @@ class TestConfigMap:
         assert block["config"]["routing"]["observer"][limit] == value
         with pytest.raises(ConfigError) as error:
             config_from_multicluster(block)
+        # A minPeriod of 0 is a duration that is set: OME's duration check refuses it first.
+        detail = (
+            'routing.observer.minPeriod: "0" must be positive'
+            if (limit, value) == ("minPeriod", 0)
+            else f"routing.observer.{limit} must be positive when routing is enabled"
+        )
+        assert str(error.value) == f"invalid multi-cluster configuration: {detail}"
+
+    def test_the_publisher_resyncs_every_minute_by_default(self, render: Render) -> None:
+        block = multicluster(render(EXAMPLES / "values.yaml"))
+        assert block["config"]["routing"]["publisher"] == {"resyncInterval": "1m"}
+        assert config_from_multicluster(block).resync_interval == parse_duration("1m")
+
+    def test_a_resync_interval_set_to_zero_reaches_the_controller_and_stops_it(
+        self, render: Render
+    ) -> None:
+        block = multicluster(render(routing_values(publisher={"resyncInterval": "0s"})))
+        with pytest.raises(ConfigError) as error:
+            config_from_multicluster(block)
         assert str(error.value) == (
-            f"invalid multi-cluster configuration: routing.observer.{limit} "
-            "must be positive when routing is enabled"
+            'invalid multi-cluster configuration: routing.publisher.resyncInterval: "0s" must '
+            "be positive when routing is enabled and non-negative otherwise"
+        )
+
+    def test_a_head_poll_passes_the_chart_and_the_controller(self, render: Render) -> None:
+        values = yaml.safe_load((EXAMPLES / "values.yaml").read_text())
+        values["ome"]["multicluster"]["config"]["routing"]["capacity"]["method"] = "HEAD"
+        poll = config_from_multicluster(multicluster(render(values))).capacity
+        assert poll is not None
+        assert poll.method == "HEAD"
+
+    def test_a_misspelled_key_passes_the_chart_and_reaches_the_controller_as_a_warning(
+        self, render: Render
+    ) -> None:
+        values = yaml.safe_load((EXAMPLES / "values.yaml").read_text())
+        values["ome"]["multicluster"]["config"]["routing"]["capacity"]["peroid"] = "20s"
+        config = config_from_multicluster(multicluster(render(values)))
+        assert config.capacity is not None
+        assert config.warnings == (
+            "unknown multi-cluster setting routing.capacity.peroid is ignored (known: path, "
+            "method, format, options, samples, quorum, period, timeout, maxAge)",
         )
 
     def test_a_limit_left_out_keeps_its_default(self, render: Render) -> None:
@@ -133,6 +171,8 @@ class TestSchema:
             ("ome.multicluster.config.routing.capacity.samples=ten", "samples"),
             ("ome.multicluster.config.routing.observer.maxSamples=many", "maxSamples"),
             ("ome.multicluster.config.routing.capacity.period=true", "period"),
+            ("ome.multicluster.config.routing.publisher.resyncInterval=true", "resyncInterval"),
+            ("ome.multicluster.config.routing.publisher.options.zone=1", "zone"),
             ("controller.logFormat=xml", "logFormat"),
         ],
     )

@@ -175,14 +175,8 @@ class TestUnusableValues:
                 "        enabled: true\n        observer:\n          maxSamples: null\n",
                 "routing.observer.maxSamples must be positive when routing is enabled",
             ),
-            (
-                "samples: 10",
-                "sample: 10",
-                "routing.capacity.sample is not a known field (known: path, method, format, "
-                "options, samples, quorum, period, timeout, maxAge)",
-            ),
         ],
-        ids=["period-unitless", "timeout", "min-period", "max-samples-null", "typo"],
+        ids=["period-unitless", "timeout", "min-period", "max-samples-null"],
     )
     def test_the_controllers_line_goes_to_stderr_with_exit_1(
         self, tmp_path: Path, old: str, new: str, message: str
@@ -190,6 +184,27 @@ class TestUnusableValues:
         code, out, err = run("-f", a_values_file(tmp_path, step1_with(old, new)))
         assert (code, out) == (1, "")
         assert err == f"invalid multi-cluster configuration: {message}\n"
+
+    def test_a_typo_is_named_on_its_own_line_before_the_error_it_causes(
+        self, tmp_path: Path
+    ) -> None:
+        code, out, err = run("-f", a_values_file(tmp_path, step1_with("samples: 10", "sample: 10")))
+        assert (code, out) == (1, "")
+        assert err == (
+            "unknown multi-cluster setting routing.capacity.sample is ignored (known: path, "
+            "method, format, options, samples, quorum, period, timeout, maxAge)\n"
+            "invalid multi-cluster configuration: routing.capacity.samples must be positive "
+            "when routing.capacity.path is set\n"
+        )
+
+    def test_a_typo_that_breaks_nothing_is_a_warning_with_exit_0(self, tmp_path: Path) -> None:
+        text = step1_with("        enabled: true\n", "        enabled: true\n        observr: {}\n")
+        code, out, err = run("-f", a_values_file(tmp_path, text))
+        assert (code, out) == (0, STEP1_SUMMARY + "\n")
+        assert err == (
+            "unknown multi-cluster setting routing.observr is ignored (known: enabled, "
+            "observer, probe, capacity, publisher)\n"
+        )
 
     def test_a_missing_file_is_a_usage_error(self, tmp_path: Path) -> None:
         code, out, err = run("-f", str(tmp_path / "nope.yaml"))

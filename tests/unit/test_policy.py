@@ -1,8 +1,8 @@
 """One InferenceService's `spec.routing`, resolved against the chart.
 
-The poll rules themselves are shared with the chart; their table runs through both
-scopes in test_config.py. Here: where a service's poll comes from, completeness,
-`disabled`, capacity factors, and which kind of error comes first.
+Where a service's poll comes from; OME's per-service rules and their order
+(`validate routing policy:`), then resolution against the build and the chart
+(`resolve capacity policy:`); capacity factors and publisher options.
 """
 
 from __future__ import annotations
@@ -30,11 +30,19 @@ from ome_routing.core.pollrules import CapacityPolicy, ObserverLimits, RuleStage
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 VALIDATE = "validate routing policy: "
 RESOLVE = "resolve capacity policy: "
-INCOMPLETE = (
-    "an enabled capacity poll must specify path, method, format, period, timeout, "
-    "samples, quorum, and maxAge"
-)
-REQUIRED = ["path", "method", "format", "samples", "quorum", "period", "timeout", "maxAge"]
+F = "spec.routing.capacity"
+#: What OME's controller says when an enabled poll leaves a field out (or sets it to zero).
+MISSING = {
+    "path": f"{F}.path is required",
+    "method": f"{F}.method is required",
+    "format": f"{F}.format is required",
+    "period": f"{F}.period must be positive",
+    "timeout": f"{F}.timeout must be positive",
+    "samples": f"{F}.samples must be positive",
+    "quorum": f"{F}.quorum must be positive",
+    "maxAge": f"{F}.maxAge must be positive",
+}
+REQUIRED = list(MISSING)
 
 
 # --- builders -------------------------------------------------------------------------
@@ -93,6 +101,18 @@ def policy_error(routing: Any, config: OperatorConfig | None = None) -> PolicyEr
     with pytest.raises(PolicyError) as caught:
         resolve_routing_policy(routing, config or chart())
     return caught.value
+
+
+def policy_error_with_placement(routing: Any, placement: dict[str, Any]) -> PolicyError:
+    with pytest.raises(PolicyError) as caught:
+        resolve_routing_policy(routing, chart(), placement)
+    return caught.value
+
+
+CONFLICT = (
+    "spec.routing.capacityFactors and deprecated spec.placement.capacityFactors "
+    "must not both be set"
+)
 
 
 def step2_routing() -> dict[str, Any]:
@@ -198,7 +218,7 @@ class TestPollMode:
     @pytest.mark.parametrize("missing", REQUIRED)
     def test_a_missing_field_is_not_taken_from_the_chart(self, missing: str) -> None:
         error = policy_error({"capacity": a_poll(**{missing: DROP})}, chart(CHART_POLL))
-        assert str(error) == VALIDATE + INCOMPLETE
+        assert str(error) == VALIDATE + MISSING[missing]
         assert error.stage is RuleStage.VALIDATE
 
     def test_disabled_false_with_a_complete_poll_polls(self) -> None:
@@ -223,18 +243,32 @@ class TestPollMode:
 
 class TestCompleteness:
     @pytest.mark.parametrize("missing", REQUIRED)
-    def test_an_enabled_poll_without_a_field_gives_the_api_servers_message(
-        self, missing: str
-    ) -> None:
-        assert str(policy_error({"capacity": a_poll(**{missing: DROP})})) == VALIDATE + INCOMPLETE
+    def test_an_enabled_poll_without_a_field_names_it_as_ome_does(self, missing: str) -> None:
+        assert str(policy_error({"capacity": a_poll(**{missing: DROP})})) == (
+            VALIDATE + MISSING[missing]
+        )
 
     @pytest.mark.parametrize("missing", REQUIRED)
     def test_a_null_field_counts_as_missing(self, missing: str) -> None:
-        assert str(policy_error({"capacity": a_poll(**{missing: None})})) == VALIDATE + INCOMPLETE
+        assert str(policy_error({"capacity": a_poll(**{missing: None})})) == (
+            VALIDATE + MISSING[missing]
+        )
+
+    @pytest.mark.parametrize(
+        ("field", "zero"),
+        [("path", ""), ("method", ""), ("format", ""), ("samples", 0), ("quorum", 0)]
+        + [(name, "0s") for name in ("period", "timeout", "maxAge")],
+    )
+    def test_a_zero_value_counts_as_unset(self, field: str, zero: Any) -> None:
+        assert str(policy_error({"capacity": a_poll(**{field: zero})})) == (
+            VALIDATE + MISSING[field]
+        )
 
     @pytest.mark.parametrize("capacity", [{}, {"disabled": False}, {"disabled": None}])
-    def test_an_empty_or_undisabled_block_is_incomplete(self, capacity: dict[str, Any]) -> None:
-        assert str(policy_error({"capacity": capacity})) == VALIDATE + INCOMPLETE
+    def test_an_empty_or_undisabled_block_needs_a_path_first(
+        self, capacity: dict[str, Any]
+    ) -> None:
+        assert str(policy_error({"capacity": capacity})) == VALIDATE + MISSING["path"]
 
     def test_options_may_be_left_out(self) -> None:
         policy = resolve_routing_policy({"capacity": a_poll(options={})}, chart())
@@ -242,21 +276,27 @@ class TestCompleteness:
         assert policy.capacity.options == ()
 
     @pytest.mark.parametrize(
-        ("extra", "listed"),
+        "extra",
         [
-            ({"path": "/capacity"}, "path"),
-            ({"samples": 4, "quorum": 3}, "samples, quorum"),
-            ({"options": {}}, "options"),
+            {"path": "/capacity"},
+            {"samples": 4, "quorum": 3},
+            {"options": {"a": "b"}},
+            {"maxAge": "1s"},
+            {"method": "PUT"},
         ],
     )
-    def test_disabled_cannot_be_combined_with_poll_fields(
-        self, extra: dict[str, Any], listed: str
-    ) -> None:
+    def test_disabled_cannot_be_combined_with_poll_fields(self, extra: dict[str, Any]) -> None:
         error = policy_error({"capacity": {"disabled": True, **extra}})
         assert str(error) == (
-            VALIDATE + "spec.routing.capacity.disabled must not be combined with capacity poll "
-            f"fields (also set: {listed})"
+            VALIDATE + f"{F}.disabled must not be combined with capacity configuration fields"
         )
+
+    @pytest.mark.parametrize(
+        "zeros", [{"samples": 0}, {"options": {}}, {"path": ""}, {"period": "0s"}, {"quorum": None}]
+    )
+    def test_disabled_with_zero_values_is_still_disabled(self, zeros: dict[str, Any]) -> None:
+        policy = resolve_routing_policy({"capacity": {"disabled": True, **zeros}}, chart())
+        assert policy.poll_mode is PollMode.DISABLED
 
     def test_disabled_must_be_a_boolean(self) -> None:
         assert str(policy_error({"capacity": {"disabled": "true"}})) == (
@@ -272,6 +312,148 @@ class TestCompleteness:
     def test_capacity_must_be_a_mapping(self) -> None:
         assert str(policy_error({"capacity": "off"})) == (
             VALIDATE + 'spec.routing.capacity must be a mapping of fields, got "off"'
+        )
+
+    @pytest.mark.parametrize("method", ["GET", "HEAD", "POST"])
+    def test_every_method_omes_accepts_is_accepted(self, method: str) -> None:
+        policy = resolve_routing_policy({"capacity": a_poll(method=method)}, chart())
+        assert policy.capacity is not None
+        assert policy.capacity.method == method
+
+
+#: (id, overrides, stage, message): OME's per-service rules, each broken alone.
+SERVICE_RULES: list[tuple[str, dict[str, Any], RuleStage, str]] = [
+    (
+        "path-relative",
+        {"path": "capacity"},
+        RuleStage.VALIDATE,
+        f'{F}.path "capacity" must begin with "/"',
+    ),
+    (
+        "path-url",
+        {"path": "http://x/c"},
+        RuleStage.VALIDATE,
+        f'{F}.path "http://x/c" must begin with "/"',
+    ),
+    (
+        "method-lower",
+        {"method": "get"},
+        RuleStage.VALIDATE,
+        f'{F}.method "get" must be GET, HEAD, or POST',
+    ),
+    (
+        "method-put",
+        {"method": "PUT"},
+        RuleStage.VALIDATE,
+        f'{F}.method "PUT" must be GET, HEAD, or POST',
+    ),
+    ("period-neg", {"period": "-10s"}, RuleStage.VALIDATE, f"{F}.period must be positive"),
+    ("timeout-neg", {"timeout": "-1s"}, RuleStage.VALIDATE, f"{F}.timeout must be positive"),
+    (
+        "timeout-equal",
+        {"timeout": "10s"},
+        RuleStage.VALIDATE,
+        f"{F}.timeout (10s) must be shorter than period (10s)",
+    ),
+    (
+        "timeout-longer",
+        {"timeout": "1m"},
+        RuleStage.VALIDATE,
+        f"{F}.timeout (1m0s) must be shorter than period (10s)",
+    ),
+    ("samples-neg", {"samples": -3}, RuleStage.VALIDATE, f"{F}.samples must be positive"),
+    ("quorum-neg", {"quorum": -1}, RuleStage.VALIDATE, f"{F}.quorum must be positive"),
+    (
+        "quorum-over-samples",
+        {"samples": 2, "quorum": 3},
+        RuleStage.VALIDATE,
+        f"{F}.quorum (3) must not exceed samples (2)",
+    ),
+    ("max-age-neg", {"maxAge": "-1s"}, RuleStage.VALIDATE, f"{F}.maxAge must be positive"),
+    (
+        "max-age-under-period",
+        {"maxAge": "5s"},
+        RuleStage.VALIDATE,
+        f"{F}.maxAge (5s) must be at least period (10s)",
+    ),
+    (
+        "max-age-span",
+        {"maxAge": "20s"},
+        RuleStage.VALIDATE,
+        f"{F}.maxAge (20s) must span at least quorum (3) period intervals",
+    ),
+    (
+        "max-age-span-whole-periods",
+        {"maxAge": "29.999s"},
+        RuleStage.VALIDATE,
+        f"{F}.maxAge (29.999s) must span at least quorum (3) period intervals",
+    ),
+    (
+        "format-unknown",
+        {"format": "Prometheus"},
+        RuleStage.RESOLVE,
+        f'{F}.format "Prometheus" is not registered in this build (available: [Report])',
+    ),
+    (
+        "options-report",
+        {"options": {"field": "ready"}},
+        RuleStage.RESOLVE,
+        f'{F}.options is not accepted for format "Report"',
+    ),
+    (
+        "period-min",
+        {"period": "500ms", "timeout": "100ms", "maxAge": "2s"},
+        RuleStage.RESOLVE,
+        f"{F}.period (500ms) must be at least routing.observer.minPeriod (1s)",
+    ),
+    (
+        "samples-max",
+        {"samples": 101},
+        RuleStage.RESOLVE,
+        f"{F}.samples (101) must not exceed routing.observer.maxSamples (100)",
+    ),
+    # shapes the API server's schema refuses before OME sees them
+    ("path-type", {"path": 5}, RuleStage.VALIDATE, f"{F}.path must be a string, got 5"),
+    (
+        "options-value",
+        {"options": {"a": 1}},
+        RuleStage.VALIDATE,
+        f'{F}.options["a"] must be a string, got 1',
+    ),
+    (
+        "samples-text",
+        {"samples": "4"},
+        RuleStage.VALIDATE,
+        f'{F}.samples must be a whole number, got "4"',
+    ),
+    (
+        "period-not-duration",
+        {"period": "10"},
+        RuleStage.VALIDATE,
+        f'{F}.period: "10" is not a duration (use forms like "30s", "5m")',
+    ),
+    (
+        "max-age-type",
+        {"maxAge": True},
+        RuleStage.VALIDATE,
+        f'{F}.maxAge must be a duration such as "10s", got true',
+    ),
+]
+
+
+class TestServicePollRules:
+    @pytest.mark.parametrize(
+        ("overrides", "stage", "message"),
+        [pytest.param(o, st_, m, id=i) for i, o, st_, m in SERVICE_RULES],
+    )
+    def test_a_service_poll_breaks_the_rule_with_omes_words(
+        self, overrides: dict[str, Any], stage: RuleStage, message: str
+    ) -> None:
+        error = policy_error({"capacity": a_poll(**overrides)}, OperatorConfig())
+        assert error.stage is stage
+        assert (
+            str(error)
+            == {RuleStage.VALIDATE: VALIDATE, RuleStage.RESOLVE: RESOLVE}[stage] + message
         )
 
 
@@ -323,6 +505,58 @@ class TestErrorOrder:
             VALIDATE + 'spec.routing.capacityFactors["worker-b"] must be positive, got "0"'
         )
 
+    def test_a_bad_factor_is_reported_before_a_broken_poll(self) -> None:
+        error = policy_error({"capacity": a_poll(path="x"), "capacityFactors": {"worker-b": "-1"}})
+        assert str(error) == (
+            VALIDATE + 'spec.routing.capacityFactors["worker-b"] must be positive, got "-1"'
+        )
+
+    def test_the_deprecated_factor_conflict_is_reported_before_a_bad_factor(self) -> None:
+        error = policy_error_with_placement(
+            {"capacityFactors": {"worker-b": "0"}}, {"capacityFactors": {"worker-b": "2"}}
+        )
+        assert str(error) == VALIDATE + CONFLICT
+
+    def test_the_poll_is_reported_before_the_publisher_options(self) -> None:
+        routing = {"capacity": a_poll(timeout="10s"), "publisher": {"options": {"": "x"}}}
+        assert str(policy_error(routing)) == (
+            VALIDATE + f"{F}.timeout (10s) must be shorter than period (10s)"
+        )
+
+    def test_the_publisher_options_are_validated_before_the_poll_is_resolved(self) -> None:
+        routing = {"capacity": a_poll(format="report"), "publisher": {"options": {" ": "x"}}}
+        assert str(policy_error(routing)) == (
+            VALIDATE + "spec.routing.publisher.options contains an empty or whitespace-only key"
+        )
+
+    def test_format_required_comes_after_the_method_for_a_service(self) -> None:
+        """The reverse of the chart's order."""
+        assert str(policy_error({"capacity": a_poll(method="PUT", format=DROP)})) == (
+            VALIDATE + f'{F}.method "PUT" must be GET, HEAD, or POST'
+        )
+
+    def test_max_age_under_the_period_comes_before_the_span_for_a_service(self) -> None:
+        """With quorum 3, period 10s, maxAge 5s: the chart names the span, a service the period."""
+        assert str(policy_error({"capacity": a_poll(maxAge="5s")})) == (
+            VALIDATE + f"{F}.maxAge (5s) must be at least period (10s)"
+        )
+
+    def test_the_format_registry_comes_before_the_observer_limits(self) -> None:
+        error = policy_error({"capacity": a_poll(format="report", samples=200)})
+        assert str(error) == (
+            RESOLVE + f'{F}.format "report" is not registered in this build (available: [Report])'
+        )
+
+    def test_the_format_registry_comes_before_the_options(self) -> None:
+        error = policy_error({"capacity": a_poll(format="report", options={"a": "b"})})
+        assert str(error).startswith(RESOLVE + f'{F}.format "report" is not registered')
+
+    def test_the_min_period_comes_before_max_samples(self) -> None:
+        poll = a_poll(period="500ms", timeout="100ms", maxAge="2s", samples=200)
+        assert str(policy_error({"capacity": poll})) == (
+            RESOLVE + f"{F}.period (500ms) must be at least routing.observer.minPeriod (1s)"
+        )
+
     def test_policy_error_is_a_value_error_with_its_stage_and_detail(self) -> None:
         error = policy_error({"capacity": a_poll(samples=200)})
         assert isinstance(error, ValueError)
@@ -350,9 +584,19 @@ class TestCapacityFactors:
 
     @pytest.mark.parametrize(
         ("raw", "shown"),
-        [("0", '"0"'), (0, '"0"'), ("-1", '"-1"'), ("-500m", '"-500m"'), ("0.0", '"0.0"')],
+        [
+            ("0", '"0"'),
+            (0, '"0"'),
+            ("-1", '"-1"'),
+            ("-500m", '"-500m"'),
+            ("0.0", '"0"'),
+            ("-0.5", '"-500m"'),
+            ("0e3", '"0"'),
+        ],
     )
-    def test_zero_or_negative_factors_are_refused(self, raw: Any, shown: str) -> None:
+    def test_zero_or_negative_factors_are_refused_with_the_canonical_quantity(
+        self, raw: Any, shown: str
+    ) -> None:
         error = policy_error({"capacityFactors": {"worker-b": raw}})
         assert str(error) == (
             VALIDATE + f'spec.routing.capacityFactors["worker-b"] must be positive, got {shown}'
@@ -451,6 +695,94 @@ class TestRoutingBlock:
         )
 
 
+# --- the deprecated placement factors ---------------------------------------------------------
+
+
+class TestDeprecatedFactors:
+    @pytest.mark.parametrize("routing_factors", [{"worker-b": "3"}, {}])
+    @pytest.mark.parametrize("placement_factors", [{"worker-a": "2"}, {}])
+    def test_both_set_is_refused_even_when_empty(
+        self, routing_factors: dict[str, str], placement_factors: dict[str, str]
+    ) -> None:
+        error = policy_error_with_placement(
+            {"capacityFactors": routing_factors}, {"capacityFactors": placement_factors}
+        )
+        assert str(error) == VALIDATE + CONFLICT
+        assert error.stage is RuleStage.VALIDATE
+
+    @pytest.mark.parametrize(
+        ("routing", "placement"),
+        [
+            ({"capacityFactors": {"worker-b": "3"}}, {"policy": "ClusterAffinity"}),
+            ({"capacityFactors": {"worker-b": "3"}}, {"capacityFactors": None}),
+            ({"capacityFactors": None}, {"capacityFactors": {"worker-b": "3"}}),
+            (None, {"capacityFactors": {"worker-b": "3"}}),
+        ],
+    )
+    def test_either_one_alone_is_accepted(
+        self, routing: dict[str, Any] | None, placement: dict[str, Any]
+    ) -> None:
+        resolve_routing_policy(routing, chart(), placement)
+
+    def test_a_service_out_of_routing_is_not_judged(self) -> None:
+        policy = resolve_routing_policy(
+            {"enabled": False, "capacityFactors": {"worker-b": "3"}},
+            chart(),
+            {"capacityFactors": {"worker-b": "3"}},
+        )
+        assert not policy.enabled
+
+
+# --- publisher options ---------------------------------------------------------------------------
+
+OPTIONS = "spec.routing.publisher.options"
+
+
+class TestPublisherOptions:
+    def test_options_within_the_limits_are_kept_raw(self) -> None:
+        options = {f"k{i}": "v" * 4096 for i in range(32)} | {"k" * 128: "v"}
+        options.pop("k0")
+        policy = resolve_routing_policy({"publisher": {"options": options}}, chart())
+        assert policy.publisher == {"options": options}
+
+    def test_more_than_32_entries_are_refused(self) -> None:
+        options = {f"k{i}": "v" for i in range(33)}
+        assert str(policy_error({"publisher": {"options": options}})) == (
+            VALIDATE + f"{OPTIONS} must contain at most 32 entries, got 33"
+        )
+
+    @pytest.mark.parametrize(
+        ("options", "message"),
+        [
+            ({"": "v"}, f"{OPTIONS} contains an empty or whitespace-only key"),
+            ({" \t": "v"}, f"{OPTIONS} contains an empty or whitespace-only key"),
+            ({"k" * 129: "v"}, f'{OPTIONS} key "{"k" * 129}" exceeds the 128-byte limit'),
+            ({"é" * 65: "v"}, f'{OPTIONS} key "{"é" * 65}" exceeds the 128-byte limit'),
+            ({"zone": ""}, f'{OPTIONS}["zone"] must not be empty or whitespace-only'),
+            ({"zone": "  "}, f'{OPTIONS}["zone"] must not be empty or whitespace-only'),
+            ({"zone": "v" * 4097}, f'{OPTIONS}["zone"] exceeds the 4096-byte value limit'),
+            ({"a": "", "": "v"}, f"{OPTIONS} contains an empty or whitespace-only key"),
+        ],
+        ids=[
+            "empty-key",
+            "blank-key",
+            "long-key",
+            "long-key-bytes",
+            "empty",
+            "blank",
+            "long",
+            "sorted",
+        ],
+    )
+    def test_each_limit_gives_omes_message(self, options: dict[str, str], message: str) -> None:
+        assert str(policy_error({"publisher": {"options": options}})) == VALIDATE + message
+
+    def test_an_option_value_must_be_a_string(self) -> None:
+        assert str(policy_error({"publisher": {"options": {"a": 1}}})) == (
+            VALIDATE + f'{OPTIONS}["a"] must be a string, got 1'
+        )
+
+
 # --- properties ------------------------------------------------------------------------------
 
 
@@ -460,9 +792,11 @@ class TestProperties:
     def test_any_incomplete_service_poll_is_refused_whatever_the_chart(
         self, missing: set[str]
     ) -> None:
+        """The first missing field in OME's order is named."""
         poll = a_poll(**dict.fromkeys(missing, DROP))
+        first = next(name for name in REQUIRED if name in missing)
         for config in (chart(), chart(CHART_POLL)):
-            assert str(policy_error({"capacity": poll}, config)) == VALIDATE + INCOMPLETE
+            assert str(policy_error({"capacity": poll}, config)) == VALIDATE + MISSING[first]
 
     @settings(max_examples=100, deadline=None)
     @given(

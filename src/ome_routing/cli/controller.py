@@ -149,9 +149,16 @@ async def _serve(options: dict[str, Any]) -> int:
             return 1
     try:
         config = await read_config(client, options["config"], namespace)
-    except (StartupError, ConfigError) as err:
+    except ConfigError as err:
+        for warning in err.warnings:
+            log.warning(warning)
         log.error(str(err))
         return 1
+    except StartupError as err:
+        log.error(str(err))
+        return 1
+    for warning in config.warnings:
+        log.warning(warning)
     if client is None:
         log.error("connect to the API server: no kubeconfig or in-cluster credentials")
         return 1

@@ -121,8 +121,10 @@ def validate_config(ctx: click.Context, files: tuple[IO[str], ...]) -> None:
     try:
         config = config_from_values(values)
     except ConfigError as err:
-        click.echo(str(err), err=True)
+        click.echo("".join(f"{line}\n" for line in err.warnings) + str(err), err=True)
         ctx.exit(1)
+    for line in config.warnings:
+        click.echo(line, err=True)
     click.echo(summarize(config))
     for line in convergence_lines(config):
         click.echo(line)

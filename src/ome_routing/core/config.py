@@ -1,66 +1,146 @@
 """The operator's multi-cluster configuration: the chart values under `ome.multicluster`.
 
 The controller reads these values once, when it starts, and refuses to start with an
-unusable setting. Every startup error is one line that starts with
-`invalid multi-cluster configuration: ` and names the setting as the values file spells
-it (`routing.capacity.period`, `routing.observer.maxSamples`) together with its value.
+unusable setting. The error starts with `invalid multi-cluster configuration: ` and
+names the setting as the values file spells it (`routing.capacity.period`,
+`routing.observer.maxSamples`) together with its value.
 
-The capacity poll's rules live in `core.pollrules`, shared with a service's
-`spec.routing.capacity` (see `core.policy`).
+The checks run in OME's order, so that the same values give the same error:
 
-Routing is active only with `enabled: true`, `role: control-plane` and
-`config.routing.enabled: true`. While it is not, the routing blocks (`capacity`,
-`observer`, `probe`, `publisher`) are not judged at all: a half-written poll in a values
-file must not stop a controller that will never poll. The gates themselves
-(`enabled`, `role`, `routing.enabled`) are always checked.
+1. The gates (`enabled`, `role`, `routing.enabled`) are always read. With
+   multi-cluster off, nothing else is: OME does not load the block at all.
+2. Load: every routing block is read by type; a value of the wrong type fails here,
+   with OME's prefix for a block it cannot decode, `load multi-cluster configuration:
+   unable to parse multicluster config json: `. (A number where a duration belongs,
+   `period: 10`, reads as its digits, so that it gets the duration's own message.) A
+   key that OME does not know is not an error (OME's loader ignores it), but it is
+   returned in `warnings`, one line each, so that a typo such as `peroid` does not
+   pass silently.
+3. Durations: every duration that is set is parsed, in the byte order of its key
+   (`routing.capacity.maxAge` before `routing.capacity.period`); all of their errors
+   are reported together, one per line, as OME joins them. Then
+   `routing.publisher.resyncInterval`.
+4. Routing rules, only with `routing.enabled: true` (whatever the role, as OME): the
+   observer limits, then the chart's poll (see `core.pollrules`), then the poll
+   against the limits. The first failure is the one reported. A poll without a
+   `path` is off, and its other fields are not judged.
+
+Routing runs (`routing_active`) only with `enabled: true`, `role: control-plane` and
+`routing.enabled: true`; only then does the config carry the chart's poll and limits.
 
 Errors:
 - `ConfigError` (a `ValueError`): the operator configuration is unusable; `str(error)` is
-  the whole log line, `invalid multi-cluster configuration: <detail>`.
+  the whole message, `invalid multi-cluster configuration: <detail>` (or the load prefix
+  above), where `detail` may hold several lines (joined duration errors). `warnings`
+  holds the unknown-key lines, which explain many errors (`peroid` leaves no period).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from ome_routing.core.durations import Duration
-from ome_routing.core.pollrules import (
-    CAPACITY_FIELDS,
-    OBSERVER_FIELD,
-    CapacityPolicy,
+from ome_routing.core.durations import MINUTE, Duration, DurationError, parse_duration
+from ome_routing.core.fields import (
+    ZERO,
     CapacityRuleError,
-    ObserverLimits,
-    RuleStage,
-    check_capacity_bounds,
+    duration_text,
+    go_q,
     invalid,
-    parse_capacity,
+    not_a_duration,
     read_bool,
-    read_duration,
     read_mapping,
     read_string,
-    read_whole_number,
-    reject_unknown_fields,
+    read_string_map,
     show,
+    unknown_fields,
+)
+from ome_routing.core.pollrules import (
+    CAPACITY_FIELDS,
+    CHART_CAPACITY_FIELD,
+    MISSING,
+    OBSERVER_FIELD,
+    CapacityPolicy,
+    ObserverLimits,
+    PollFields,
+    bounds_problem,
+    check_observer,
+    load_observer,
+    poll_problem,
+    read_poll,
 )
 
+__all__ = [
+    "CHART_CAPACITY_FIELD",
+    "CONFIG_ERROR_PREFIX",
+    "DEFAULT_RESYNC_INTERVAL",
+    "LOAD_ERROR_PREFIX",
+    "ROLES",
+    "ROLE_CONTROL_PLANE",
+    "ConfigError",
+    "OperatorConfig",
+    "config_from_multicluster",
+    "config_from_values",
+]
+
 CONFIG_ERROR_PREFIX = "invalid multi-cluster configuration: "
+#: OME's prefix when the block cannot be decoded: a routing value of the wrong type.
+LOAD_ERROR_PREFIX = "load multi-cluster configuration: unable to parse multicluster config json: "
 ROLE_CONTROL_PLANE = "control-plane"
 #: The roles the controller accepts; empty means "not the control plane".
 ROLES: tuple[str, ...] = ("", ROLE_CONTROL_PLANE)
 
-#: Field prefixes as users spell them: in the chart values, and in an InferenceService.
-CHART_CAPACITY_FIELD = "routing.capacity"
+PUBLISHER_FIELD = "routing.publisher"
+RESYNC_FIELD = f"{PUBLISHER_FIELD}.resyncInterval"
+#: The chart's default for `routing.publisher.resyncInterval`, kept when the key is left
+#: out: the publisher's safety resync, for state that no watch event repairs.
+DEFAULT_RESYNC_INTERVAL = Duration(MINUTE)
+
+#: The keys OME reads at each level; any other key is ignored with a warning.
+_KNOWN_KEYS: dict[str, tuple[str, ...]] = {
+    "multicluster": ("enabled", "role", "config"),
+    "": ("workloadCluster", "placement", "endpoint", "routing"),
+    "routing": ("enabled", "observer", "probe", "capacity", "publisher"),
+    OBSERVER_FIELD: (
+        "maxConcurrentReconciles",
+        "maxConcurrentRequests",
+        "maxResponseBytes",
+        "minPeriod",
+        "maxSamples",
+    ),
+    CHART_CAPACITY_FIELD: CAPACITY_FIELDS,
+    "routing.probe": (
+        "path",
+        "method",
+        "acceptStatuses",
+        "gateStatuses",
+        "period",
+        "timeout",
+        "failureThreshold",
+        "successThreshold",
+        "allFailedPolicy",
+    ),
+    PUBLISHER_FIELD: ("name", "resyncInterval", "options"),
+}
+
+
+def unknown_setting(path: str, known: tuple[str, ...]) -> str:
+    """The warning for a key that is ignored."""
+    return f"unknown multi-cluster setting {path} is ignored (known: {', '.join(known)})"
 
 
 class ConfigError(ValueError):
-    """The multi-cluster configuration is unusable; `str(error)` is the whole log line."""
+    """The multi-cluster configuration is unusable; `str(error)` is the whole message."""
 
-    def __init__(self, detail: str) -> None:
-        super().__init__(CONFIG_ERROR_PREFIX + detail)
+    def __init__(
+        self, detail: str, warnings: tuple[str, ...] = (), prefix: str = CONFIG_ERROR_PREFIX
+    ) -> None:
+        super().__init__(prefix + detail)
         self.detail = detail
+        self.warnings = warnings
+        self.prefix = prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +158,11 @@ class OperatorConfig:
     observer: ObserverLimits = field(default_factory=ObserverLimits)
     probe: Mapping[str, Any] | None = None
     publisher: Mapping[str, Any] | None = None
+    #: `routing.publisher.resyncInterval`: how often the publisher reconciles its state
+    #: without an event. The chart's default, 1m, when left out.
+    resync_interval: Duration = DEFAULT_RESYNC_INTERVAL
+    #: One line per key the controller ignores, for the log and validate-config.
+    warnings: tuple[str, ...] = ()
 
     @property
     def routing_active(self) -> bool:
@@ -85,86 +170,141 @@ class OperatorConfig:
         return self.enabled and self.role == ROLE_CONTROL_PLANE and self.routing_enabled
 
 
-# --- the observer limits --------------------------------------------------------------
-
-#: values key -> (ObserverLimits attribute, is a duration)
-_OBSERVER_LIMITS: dict[str, tuple[str, bool]] = {
-    "maxConcurrentReconciles": ("max_concurrent_reconciles", False),
-    "maxConcurrentRequests": ("max_concurrent_requests", False),
-    "maxResponseBytes": ("max_response_bytes", False),
-    "minPeriod": ("min_period", True),
-    "maxSamples": ("max_samples", False),
-}
-_MISSING = object()
+# --- unknown keys ----------------------------------------------------------------------
 
 
-def parse_observer(value: object) -> ObserverLimits:
-    """Read `routing.observer`; `_MISSING` (the block left out) keeps every default.
+def _warnings(multicluster: Mapping[str, Any]) -> tuple[str, ...]:
+    """A warning per unknown key, walking only the levels that are mappings."""
+    lines: list[str] = []
 
-    An explicit null block removes all five limits, as Helm's null does, and so fails on
-    the first of them.
-    """
-    if value is _MISSING:
-        return ObserverLimits()
-    block: Mapping[str, Any] = (
-        dict.fromkeys(_OBSERVER_LIMITS) if value is None else read_mapping(value, OBSERVER_FIELD)
-    )
-    reject_unknown_fields(block, OBSERVER_FIELD, _OBSERVER_LIMITS)
-    limits: dict[str, Any] = {}
-    for key, (attribute, is_duration) in _OBSERVER_LIMITS.items():
-        if key not in block:
+    def visit(block: object, level: str, path: str) -> None:
+        if not isinstance(block, Mapping):
+            return
+        known = _KNOWN_KEYS[level]
+        for key in unknown_fields(block, known):
+            lines.append(unknown_setting(f"{path}{key}", known))
+
+    visit(multicluster, "multicluster", "multicluster.")
+    config = multicluster.get("config")
+    visit(config, "", "")
+    routing = config.get("routing") if isinstance(config, Mapping) else None
+    visit(routing, "routing", "routing.")
+    if isinstance(routing, Mapping):
+        for name in ("observer", "capacity", "probe", "publisher"):
+            level = f"routing.{name}"
+            visit(routing.get(name), level, f"{level}.")
+    return tuple(lines)
+
+
+# --- durations, reported together -------------------------------------------------------
+
+
+def _duration_problems(texts: Mapping[str, str]) -> list[str]:
+    """OME's duration check: each set duration, in byte order of its key."""
+    problems: list[str] = []
+    for key in sorted(texts):
+        text = texts[key]
+        if text == "":
             continue
-        field = f"{OBSERVER_FIELD}.{key}"
-        raw = block[key]
-        positive = f"{field} must be positive when routing is enabled"
-        if raw is None:
-            raise invalid(positive)
-        limit: int | Duration
-        if is_duration:
-            limit = read_duration(raw, field)
-            magnitude = limit.nanoseconds
-        else:
-            limit = read_whole_number(raw, field)
-            magnitude = limit
-        if magnitude <= 0:
-            raise invalid(positive)
-        limits[attribute] = limit
-    return ObserverLimits(**limits)
+        try:
+            value = parse_duration(text)
+        except DurationError:
+            problems.append(not_a_duration(key, text))
+            continue
+        if value.nanoseconds <= 0:
+            problems.append(f"{key}: {go_q(text)} must be positive")
+    return problems
+
+
+def _resync(text: str, routing_enabled: bool) -> tuple[Duration, str | None]:
+    """`routing.publisher.resyncInterval`: required and positive while routing is on."""
+    if text == "":
+        if routing_enabled:
+            return ZERO, f"{RESYNC_FIELD}: must be positive when routing is enabled"
+        return ZERO, None
+    try:
+        value = parse_duration(text)
+    except DurationError:
+        return ZERO, not_a_duration(RESYNC_FIELD, text)
+    if value.nanoseconds < 0 or (routing_enabled and value.nanoseconds == 0):
+        return value, (
+            f"{RESYNC_FIELD}: {go_q(text)} must be positive when routing is enabled "
+            "and non-negative otherwise"
+        )
+    return value, None
 
 
 # --- the whole configuration ---------------------------------------------------------
 
 
-def _chart_capacity(value: object, limits: ObserverLimits) -> CapacityPolicy | None:
-    """The chart's poll: none without a block or a `path`; with a path, a complete poll."""
-    field = CHART_CAPACITY_FIELD
+def _raw_block(value: object, name: str) -> Mapping[str, Any] | None:
     if value is None:
         return None
-    block = read_mapping(value, field)
-    reject_unknown_fields(block, field, CAPACITY_FIELDS)
-    if block.get("path") in (None, ""):
-        others = [n for n in CAPACITY_FIELDS if n != "path" and block.get(n) is not None]
-        if others:
-            raise CapacityRuleError(
-                RuleStage.VALIDATE,
-                f"{field} sets {', '.join(others)} but not path: set {field}.path "
-                "to turn the poll on, or remove the block",
-            )
-        return None
-    policy = parse_capacity(block, field)
-    check_capacity_bounds(policy, field, limits)
-    return policy
+    return MappingProxyType(dict(read_mapping(value, name)))
 
 
-def _raw_block(value: object, field: str) -> Mapping[str, Any] | None:
-    if value is None:
-        return None
-    return MappingProxyType(dict(read_mapping(value, field)))
-
-
-def _optional_bool(block: Mapping[str, Any], key: str, field: str) -> bool:
+def _optional_bool(block: Mapping[str, Any], key: str, name: str) -> bool:
     value = block.get(key)
-    return False if value is None else read_bool(value, field)
+    return False if value is None else read_bool(value, name)
+
+
+def _optional_mapping(block: Mapping[str, Any], key: str, name: str) -> Mapping[str, Any]:
+    value = block.get(key)
+    return {} if value is None else read_mapping(value, name)
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """The routing blocks, read by type and not yet judged."""
+
+    routing_enabled: bool
+    observer: dict[str, int | str]
+    poll: PollFields
+    probe: Mapping[str, Any] | None
+    publisher: Mapping[str, Any] | None
+    #: Every duration that OME checks at load, by key as users spell it.
+    durations: dict[str, str]
+    resync_text: str
+
+
+def _load(block: Mapping[str, Any]) -> _Loaded:
+    """Read `config` by type, as OME's JSON decoding does; raises `CapacityRuleError`."""
+    config = _optional_mapping(block, "config", "config")
+    routing = _optional_mapping(config, "routing", "routing")
+    routing_enabled = _optional_bool(routing, "enabled", "routing.enabled")
+    observer = load_observer(routing.get("observer", MISSING))
+    capacity_block = _optional_mapping(routing, "capacity", CHART_CAPACITY_FIELD)
+    poll = read_poll(capacity_block, CHART_CAPACITY_FIELD, strict_durations=False)
+    probe = _raw_block(routing.get("probe"), "routing.probe")
+    publisher = _raw_block(routing.get("publisher"), PUBLISHER_FIELD)
+    publisher_block = publisher or {}
+    if publisher_block.get("name") is not None:
+        read_string(publisher_block["name"], f"{PUBLISHER_FIELD}.name")
+    read_string_map(publisher_block.get("options"), f"{PUBLISHER_FIELD}.options")
+    resync_text = (
+        duration_text(publisher_block.get("resyncInterval"), RESYNC_FIELD)
+        if "resyncInterval" in publisher_block
+        else str(DEFAULT_RESYNC_INTERVAL)
+    )
+    durations = {
+        f"{CHART_CAPACITY_FIELD}.{key}": duration_text(
+            capacity_block.get(key), f"{CHART_CAPACITY_FIELD}.{key}"
+        )
+        for key in ("period", "timeout", "maxAge")
+    }
+    durations[f"{OBSERVER_FIELD}.minPeriod"] = str(observer["minPeriod"])
+    for key in ("period", "timeout"):
+        name = f"routing.probe.{key}"
+        durations[name] = duration_text((probe or {}).get(key), name)
+    return _Loaded(routing_enabled, observer, poll, probe, publisher, durations, resync_text)
+
+
+class _LoadFailure(Exception):
+    """A routing block of the wrong shape: OME fails to decode the configuration."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
 
 
 def _build(block: Mapping[str, Any]) -> OperatorConfig:
@@ -173,24 +313,60 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
     role = "" if role_value is None else read_string(role_value, "multicluster.role")
     if role not in ROLES:
         raise invalid(f'multicluster.role {show(role)} must be "{ROLE_CONTROL_PLANE}" or empty')
-    config_value = block.get("config")
-    config = {} if config_value is None else read_mapping(config_value, "config")
-    routing_value = config.get("routing")
-    routing = {} if routing_value is None else read_mapping(routing_value, "routing")
-    routing_enabled = _optional_bool(routing, "enabled", "routing.enabled")
-    off = OperatorConfig(enabled=enabled, role=role, routing_enabled=routing_enabled)
+    try:
+        loaded = _load(block)
+    except CapacityRuleError as err:
+        if not enabled:  # OME does not read the block at all
+            return OperatorConfig(enabled=enabled, role=role)
+        raise _LoadFailure(err.detail) from None
+    routing_enabled = loaded.routing_enabled
+    if not enabled:
+        return OperatorConfig(enabled=enabled, role=role, routing_enabled=routing_enabled)
+
+    # Durations: every syntax error at once, then the publisher's resync.
+    problems = _duration_problems(loaded.durations)
+    resync, resync_problem = _resync(loaded.resync_text, routing_enabled)
+    if resync_problem is not None:
+        problems.append(resync_problem)
+    if problems:
+        raise invalid("\n".join(problems))
+
+    off = OperatorConfig(
+        enabled=enabled, role=role, routing_enabled=routing_enabled, resync_interval=resync
+    )
+    if not routing_enabled:
+        return off
+
+    # Routing rules: the first failure wins.
+    limits = check_observer(loaded.observer)
+    poll = loaded.poll
+    if poll.enabled:
+        problem = poll_problem(poll) or bounds_problem(poll, limits)
+        if problem is not None:
+            raise invalid(problem)
     if not off.routing_active:
         return off
-    observer = parse_observer(routing.get("observer", _MISSING))
     return OperatorConfig(
         enabled=enabled,
         role=role,
         routing_enabled=routing_enabled,
-        capacity=_chart_capacity(routing.get("capacity"), observer),
-        observer=observer,
-        probe=_raw_block(routing.get("probe"), "routing.probe"),
-        publisher=_raw_block(routing.get("publisher"), "routing.publisher"),
+        capacity=poll.policy() if poll.enabled else None,
+        observer=limits,
+        probe=loaded.probe,
+        publisher=loaded.publisher,
+        resync_interval=resync,
     )
+
+
+def _checked(block: Mapping[str, Any]) -> OperatorConfig:
+    warnings = _warnings(block) if block.get("enabled") is True else ()
+    try:
+        config = _build(block)
+    except _LoadFailure as failure:
+        raise ConfigError(failure.detail, warnings, LOAD_ERROR_PREFIX) from None
+    except CapacityRuleError as err:
+        raise ConfigError(err.detail, warnings) from None
+    return replace(config, warnings=warnings)
 
 
 def config_from_multicluster(block: Mapping[str, Any] | None) -> OperatorConfig:
@@ -201,9 +377,10 @@ def config_from_multicluster(block: Mapping[str, Any] | None) -> OperatorConfig:
     if block is None:
         return OperatorConfig()
     try:
-        return _build(read_mapping(block, "multicluster"))
+        multicluster = read_mapping(block, "multicluster")
     except CapacityRuleError as err:
         raise ConfigError(err.detail) from None
+    return _checked(multicluster)
 
 
 def config_from_values(values: Mapping[str, Any]) -> OperatorConfig:
@@ -218,6 +395,7 @@ def config_from_values(values: Mapping[str, Any]) -> OperatorConfig:
         multicluster = read_mapping(ome, "ome").get("multicluster")
         if multicluster is None:
             return OperatorConfig()
-        return _build(read_mapping(multicluster, "ome.multicluster"))
+        block = read_mapping(multicluster, "ome.multicluster")
     except CapacityRuleError as err:
         raise ConfigError(err.detail) from None
+    return _checked(block)

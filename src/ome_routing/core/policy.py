@@ -3,15 +3,19 @@
 - `spec.routing.capacity` replaces the chart's poll as a whole: fields are never merged.
   `capacity: {disabled: true}` turns polling off for the service whatever the chart sets;
   without a block the chart's poll applies; without either there is no poll.
-- `spec.routing.capacityFactors` maps WorkloadCluster names to positive quantities.
+- `spec.routing.capacityFactors` maps WorkloadCluster names to positive quantities; it
+  must not be set together with the deprecated `spec.placement.capacityFactors`.
 - `spec.routing.enabled: false` takes the service out of routing. Its other blocks are
   then not judged: a service on its way out must not be held back by a mistake in a
   poll it will never run.
 
-The poll rules are `core.config`'s, shared with the chart's poll. Rules intrinsic to the
-block fail with `validate routing policy: ...`; rules that depend on this build or the
-chart (the format registry, the observer limits) fail with `resolve capacity policy: ...`.
-Every intrinsic rule is judged before any that depends on the build.
+Validation runs in OME's order, and the first failure wins, as `validate routing
+policy: ...`: the capacity factors, then the probe (carried raw until probes are judged
+here), then the capacity block (OME's per-service rules, where a zero value counts as
+unset), then the publisher options. Resolution follows, as `resolve capacity policy:
+...`: the effective poll goes through the chart's rules (`core.pollrules`), which in
+practice leaves the format registry, the format's options, and the chart's observer
+limits; for the service's own block, `spec.` is put in front of the message, as OME does.
 
 Errors: `PolicyError` (a `ValueError`); `str(error)` is the whole log line, and `stage`
 tells the two kinds apart.
@@ -26,34 +30,43 @@ from types import MappingProxyType
 from typing import Any
 
 from ome_routing.core.config import OperatorConfig
-from ome_routing.core.pollrules import (
-    CAPACITY_FIELDS,
-    REQUIRED_CAPACITY_FIELDS,
-    CapacityPolicy,
+from ome_routing.core.fields import (
     CapacityRuleError,
     RuleStage,
-    check_capacity_bounds,
+    go_q,
     invalid,
-    parse_capacity,
     read_bool,
     read_mapping,
+    read_string_map,
     reject_unknown_fields,
     show,
+    unresolved,
+)
+from ome_routing.core.pollrules import (
+    CAPACITY_FIELDS,
+    SERVICE_CAPACITY_FIELD,
+    CapacityPolicy,
+    PollFields,
+    bounds_problem,
+    poll_problem,
+    read_poll,
+    service_poll_problem,
 )
 from ome_routing.core.quantity import Quantity, QuantityError, parse_quantity
 
 VALIDATE_PREFIX = "validate routing policy: "
 RESOLVE_PREFIX = "resolve capacity policy: "
-#: The API server's message for an incomplete poll (the CRD's CEL rule), word for word.
-INCOMPLETE_POLL = (
-    "an enabled capacity poll must specify path, method, format, period, timeout, "
-    "samples, quorum, and maxAge"
-)
 
 ROUTING_FIELD = "spec.routing"
-CAPACITY_FIELD = "spec.routing.capacity"
+CAPACITY_FIELD = SERVICE_CAPACITY_FIELD
 FACTORS_FIELD = "spec.routing.capacityFactors"
+DEPRECATED_FACTORS_FIELD = "spec.placement.capacityFactors"
+OPTIONS_FIELD = "spec.routing.publisher.options"
 ROUTING_FIELDS: tuple[str, ...] = ("enabled", "capacityFactors", "capacity", "probe", "publisher")
+#: OME's bounds on a service's publisher options (the CRD's and the controller's).
+MAX_PUBLISHER_OPTIONS = 32
+MAX_PUBLISHER_OPTION_KEY_BYTES = 128
+MAX_PUBLISHER_OPTION_VALUE_BYTES = 4096
 
 _PREFIXES = {RuleStage.VALIDATE: VALIDATE_PREFIX, RuleStage.RESOLVE: RESOLVE_PREFIX}
 
@@ -98,28 +111,26 @@ class RoutingPolicy:
         return self.capacity is not None
 
 
-def _service_capacity(value: object) -> CapacityPolicy | None:
-    """The service's own poll, None for `disabled: true`; intrinsic rules only."""
+def _service_capacity(value: object) -> tuple[PollFields, bool]:
+    """The service's own poll block and its `disabled` flag, judged by OME's per-service rules."""
     block = read_mapping(value, CAPACITY_FIELD)
     reject_unknown_fields(block, CAPACITY_FIELD, ("disabled", *CAPACITY_FIELDS))
     disabled_value = block.get("disabled")
     disabled = (
         False if disabled_value is None else read_bool(disabled_value, f"{CAPACITY_FIELD}.disabled")
     )
-    poll = {name: v for name, v in block.items() if name != "disabled" and v is not None}
-    if disabled:
-        if poll:
-            raise invalid(
-                f"{CAPACITY_FIELD}.disabled must not be combined with capacity poll fields "
-                f"(also set: {', '.join(poll)})",
-            )
-        return None
-    if any(name not in poll for name in REQUIRED_CAPACITY_FIELDS):
-        raise invalid(INCOMPLETE_POLL)
-    return parse_capacity(poll, CAPACITY_FIELD)
+    poll = read_poll(block, CAPACITY_FIELD)
+    problem = service_poll_problem(poll, disabled)
+    if problem is not None:
+        raise invalid(problem)
+    return poll, disabled
 
 
-def _factors(value: object) -> Mapping[str, Quantity]:
+def _factors(value: object, placement: Mapping[str, Any] | None) -> Mapping[str, Quantity]:
+    if value is not None and placement is not None and placement.get("capacityFactors") is not None:
+        raise invalid(
+            f"{FACTORS_FIELD} and deprecated {DEPRECATED_FACTORS_FIELD} must not both be set"
+        )
     if value is None:
         return MappingProxyType({})
     block = read_mapping(value, FACTORS_FIELD)
@@ -127,18 +138,47 @@ def _factors(value: object) -> Mapping[str, Quantity]:
     for name, raw in block.items():
         if not isinstance(name, str) or not name:
             raise invalid(f"{FACTORS_FIELD} key {show(name)} must be a WorkloadCluster name")
-        field_name = f"{FACTORS_FIELD}[{show(name)}]"
+        field_name = f"{FACTORS_FIELD}[{go_q(name)}]"
         if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
             raise invalid(f'{field_name} must be a quantity such as "1.5", got {show(raw)}')
         text = raw if isinstance(raw, str) else str(raw)
         try:
-            quantity = parse_quantity(text)
+            factors[name] = parse_quantity(text)
         except QuantityError as err:
             raise invalid(f"{field_name}: {err}") from None
+    for name, quantity in sorted(factors.items()):
         if quantity.value <= 0:
-            raise invalid(f"{field_name} must be positive, got {show(text)}")
-        factors[name] = quantity
+            raise invalid(
+                f"{FACTORS_FIELD}[{go_q(name)}] must be positive, got {go_q(str(quantity))}"
+            )
     return MappingProxyType(dict(sorted(factors.items())))
+
+
+def _check_publisher_options(publisher: Mapping[str, Any] | None) -> None:
+    """OME's limits on a service's publisher options; keys are visited in sorted order."""
+    if publisher is None:
+        return
+    options = read_string_map(publisher.get("options"), OPTIONS_FIELD)
+    if len(options) > MAX_PUBLISHER_OPTIONS:
+        raise invalid(
+            f"{OPTIONS_FIELD} must contain at most {MAX_PUBLISHER_OPTIONS} entries, "
+            f"got {len(options)}"
+        )
+    for key, value in options:
+        if not key.strip():
+            raise invalid(f"{OPTIONS_FIELD} contains an empty or whitespace-only key")
+        if len(key.encode()) > MAX_PUBLISHER_OPTION_KEY_BYTES:
+            raise invalid(
+                f"{OPTIONS_FIELD} key {go_q(key)} exceeds the "
+                f"{MAX_PUBLISHER_OPTION_KEY_BYTES}-byte limit"
+            )
+        if not value.strip():
+            raise invalid(f"{OPTIONS_FIELD}[{go_q(key)}] must not be empty or whitespace-only")
+        if len(value.encode()) > MAX_PUBLISHER_OPTION_VALUE_BYTES:
+            raise invalid(
+                f"{OPTIONS_FIELD}[{go_q(key)}] exceeds the "
+                f"{MAX_PUBLISHER_OPTION_VALUE_BYTES}-byte value limit"
+            )
 
 
 def _raw(value: object, field_name: str) -> Mapping[str, Any] | None:
@@ -147,7 +187,11 @@ def _raw(value: object, field_name: str) -> Mapping[str, Any] | None:
     return MappingProxyType(dict(read_mapping(value, field_name)))
 
 
-def _resolve(routing: Mapping[str, Any] | None, config: OperatorConfig) -> RoutingPolicy:
+def _resolve(
+    routing: Mapping[str, Any] | None,
+    config: OperatorConfig,
+    placement: Mapping[str, Any] | None,
+) -> RoutingPolicy:
     if routing is None:
         routing = {}
     routing = read_mapping(routing, ROUTING_FIELD)
@@ -165,22 +209,28 @@ def _resolve(routing: Mapping[str, Any] | None, config: OperatorConfig) -> Routi
             probe=None,
         )
 
-    # Every intrinsic rule first, then the rules that depend on this build and the chart.
+    # Validation, in OME's order: factors, probe, capacity, publisher options.
+    factors = _factors(routing.get("capacityFactors"), placement)
+    # The probe's rules belong here, between the factors and the poll; it is carried raw.
+    probe = _raw(routing.get("probe"), f"{ROUTING_FIELD}.probe")
     capacity_value = routing.get("capacity")
     own = None if capacity_value is None else _service_capacity(capacity_value)
-    factors = _factors(routing.get("capacityFactors"))
-    probe = _raw(routing.get("probe"), f"{ROUTING_FIELD}.probe")
     publisher = _raw(routing.get("publisher"), f"{ROUTING_FIELD}.publisher")
+    _check_publisher_options(publisher)
 
+    # Resolution: the effective poll against this build and the chart.
     capacity: CapacityPolicy | None
-    if capacity_value is None:
+    if own is None:
         capacity = config.capacity
         mode = PollMode.NOT_CONFIGURED if capacity is None else PollMode.CHART
-    elif own is None:
+    elif own[1]:
         capacity, mode = None, PollMode.DISABLED
     else:
-        check_capacity_bounds(own, CAPACITY_FIELD, config.observer)
-        capacity, mode = own, PollMode.SERVICE
+        poll = own[0]
+        problem = poll_problem(poll) or bounds_problem(poll, config.observer)
+        if problem is not None:
+            raise unresolved("spec." + problem)
+        capacity, mode = poll.policy(), PollMode.SERVICE
     return RoutingPolicy(
         enabled=True,
         capacity=capacity,
@@ -192,13 +242,16 @@ def _resolve(routing: Mapping[str, Any] | None, config: OperatorConfig) -> Routi
 
 
 def resolve_routing_policy(
-    routing: Mapping[str, Any] | None, config: OperatorConfig
+    routing: Mapping[str, Any] | None,
+    config: OperatorConfig,
+    placement: Mapping[str, Any] | None = None,
 ) -> RoutingPolicy:
     """Resolve an InferenceService's `spec.routing` (None when it has none) under `config`.
 
+    `placement` is the service's `spec.placement`, for the deprecated capacity factors.
     Raises `PolicyError`, whose text is the line the controller logs.
     """
     try:
-        return _resolve(routing, config)
+        return _resolve(routing, config, placement)
     except CapacityRuleError as err:
         raise PolicyError(err.stage, err.detail) from None

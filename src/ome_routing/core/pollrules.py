@@ -1,31 +1,76 @@
 """The rules of a capacity poll block, written once for the chart and for a service.
 
-`parse_capacity` judges the rules intrinsic to a poll block, `check_capacity_bounds` the
-rules that depend on this build (its formats) and on the chart's observer limits. Both
-serve the chart's `routing.capacity` (see `core.config`) and a service's
-`spec.routing.capacity` (see `core.policy`); only the field prefix, and how the caller
-prefixes the message, differ. The typed readers here name the field as the user spells
-it and show the value.
+A poll block is read into `PollFields`, where, as in OME, a zero value (an empty
+string, 0, `0s`, an empty map) counts as unset and `path` is the switch: a block
+without a path is off. Three pure checks then judge it, each returning the first
+broken rule (OME reports one at a time) or None:
 
-Errors: `CapacityRuleError` (a `ValueError`): `stage` says whether the broken rule is
-intrinsic to the block (`VALIDATE`) or depends on this build or the chart (`RESOLVE`);
-`detail` is the message without any prefix.
+- `poll_problem`: OME's rules for an enabled poll in the chart's order (path, method,
+  format, durations, samples and quorum, the maxAge span, the format registry, the
+  format's own options rule). Its messages name `routing.capacity`; for a service's
+  own block the caller puts `spec.` in front of the whole message, as OME does.
+- `bounds_problem`: the chart's observer limits (`minPeriod`, `maxSamples`).
+- `service_poll_problem`: OME's per-service rules for `spec.routing.capacity`, in
+  OME's per-service order (format after the method, maxAge >= period before the span),
+  with `disabled` and its own wording (`must not exceed samples (4)`).
+
+The observer limits live here too: `load_observer` reads them as written (a limit left
+out keeps the chart's default), `check_observer` requires each to be positive.
+
+The typed readers and the error types are `core.fields`'s.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-from ome_routing.core.durations import SECOND, Duration, DurationError, parse_duration
+from ome_routing.core.durations import SECOND, Duration, parse_duration
+from ome_routing.core.fields import (
+    ZERO,
+    CapacityRuleError,
+    DurationSyntaxError,
+    RuleStage,
+    duration_text,
+    go_list,
+    go_q,
+    invalid,
+    read_duration,
+    read_mapping,
+    read_string,
+    read_string_map,
+    read_whole_number,
+)
 from ome_routing.core.report import FORMAT_REPORT, REGISTERED_FORMATS
 
-METHODS: tuple[str, ...] = ("GET", "POST")
-#: Where the chart keeps the observer limits, as users spell it.
+__all__ = [
+    "CAPACITY_FIELDS",
+    "CHART_CAPACITY_FIELD",
+    "MISSING",
+    "OBSERVER_FIELD",
+    "SERVICE_CAPACITY_FIELD",
+    "CapacityPolicy",
+    "CapacityRuleError",
+    "ObserverLimits",
+    "PollFields",
+    "RuleStage",
+    "bounds_problem",
+    "check_observer",
+    "load_observer",
+    "poll_problem",
+    "read_poll",
+    "service_poll_problem",
+]
+
+#: The methods a poll may use; HEAD is accepted, as OME does, though its empty body
+#: fails every poll as "not a valid report".
+METHODS: tuple[str, ...] = ("GET", "HEAD", "POST")
+#: Where the chart keeps the poll and the observer limits, as users spell it.
+CHART_CAPACITY_FIELD = "routing.capacity"
 OBSERVER_FIELD = "routing.observer"
+#: A service's own poll, as users spell it.
+SERVICE_CAPACITY_FIELD = "spec.routing.capacity"
 DEFAULT_MIN_PERIOD = Duration(SECOND)
 
 #: Every field of a poll block, in the order the spec's table lists them.
@@ -42,36 +87,10 @@ CAPACITY_FIELDS: tuple[str, ...] = (
 )
 #: The fields an enabled poll must set; `options` alone may be left out.
 REQUIRED_CAPACITY_FIELDS: tuple[str, ...] = tuple(f for f in CAPACITY_FIELDS if f != "options")
+#: The poll's duration fields: values key -> PollFields attribute.
+POLL_DURATIONS: dict[str, str] = {"period": "period", "timeout": "timeout", "maxAge": "max_age"}
 #: Formats that read no options (all of this build's formats).
 _FORMATS_WITHOUT_OPTIONS = frozenset({FORMAT_REPORT})
-
-_DURATION_HINT = '(use forms like "30s", "5m")'
-
-
-class RuleStage(StrEnum):
-    """When a poll rule is judged, which decides the prefix of a per-service error."""
-
-    VALIDATE = "validate"  # intrinsic to the block
-    RESOLVE = "resolve"  # depends on this build (format registry) or the chart (observer limits)
-
-
-class CapacityRuleError(ValueError):
-    """A poll block breaks a rule; `detail` names the field and the value, unprefixed."""
-
-    def __init__(self, stage: RuleStage, detail: str) -> None:
-        super().__init__(detail)
-        self.stage = stage
-        self.detail = detail
-
-
-def invalid(detail: str) -> CapacityRuleError:
-    """A rule intrinsic to the block is broken."""
-    return CapacityRuleError(RuleStage.VALIDATE, detail)
-
-
-def unresolved(detail: str) -> CapacityRuleError:
-    """A rule that depends on this build or the chart is broken."""
-    return CapacityRuleError(RuleStage.RESOLVE, detail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,198 +129,244 @@ class ObserverLimits:
     max_samples: int = 100
 
 
-# --- showing values in messages ------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class PollFields:
+    """A poll block as written. A zero value counts as unset, as in OME; `path` is the switch."""
+
+    path: str = ""
+    method: str = ""
+    format: str = ""
+    options: tuple[tuple[str, str], ...] = ()
+    samples: int = 0
+    quorum: int = 0
+    period: Duration = ZERO
+    timeout: Duration = ZERO
+    max_age: Duration = ZERO
+
+    @property
+    def enabled(self) -> bool:
+        """An empty path turns the poll off, and its other fields are then not judged."""
+        return self.path != ""
+
+    @property
+    def operational(self) -> bool:
+        """Any field set, which `disabled: true` must not be combined with."""
+        return self != PollFields()
+
+    def policy(self) -> CapacityPolicy:
+        """The poll to run; only for fields that passed the rules."""
+        return CapacityPolicy(
+            path=self.path,
+            method=self.method,
+            format=self.format,
+            samples=self.samples,
+            quorum=self.quorum,
+            period=self.period,
+            timeout=self.timeout,
+            max_age=self.max_age,
+            options=self.options,
+        )
 
 
-def show(value: object) -> str:
-    """A value as a message quotes it: strings in double quotes, YAML scalars as written."""
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
+def read_poll(block: Mapping[str, Any], field: str, *, strict_durations: bool = True) -> PollFields:
+    """Read a poll block's fields by type; a null or missing field is unset.
 
-
-def go_list(items: Iterable[str]) -> str:
-    """A list as Go's `%v` prints a slice of strings: `[Report]`, `[a b]`."""
-    return "[" + " ".join(items) + "]"
-
-
-# --- typed reads shared by the chart and per-service parsers ------------------------
-
-
-def reject_unknown_fields(block: Mapping[str, Any], field: str, known: Iterable[str]) -> None:
-    """A misspelled key must not pass silently: name it, and list the keys that exist."""
-    known_list = list(known)
-    for key in block:
-        if key not in known_list:
-            raise invalid(
-                f"{field}.{key} is not a known field (known: {', '.join(known_list)})",
-            )
-
-
-def read_mapping(value: object, field: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise invalid(f"{field} must be a mapping of fields, got {show(value)}")
-    return value
-
-
-def read_bool(value: object, field: str) -> bool:
-    if not isinstance(value, bool):
-        raise invalid(f"{field} must be true or false, got {show(value)}")
-    return value
-
-
-def read_string(value: object, field: str) -> str:
-    if not isinstance(value, str):
-        raise invalid(f"{field} must be a string, got {show(value)}")
-    return value
-
-
-def read_whole_number(value: object, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise invalid(f"{field} must be a whole number, got {show(value)}")
-    return value
-
-
-def duration_text(value: object) -> str | None:
-    """The text of a duration as written; a YAML number (`period: 10`) reads as its digits."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    return None
-
-
-def read_duration(value: object, field: str) -> Duration:
-    text = duration_text(value)
-    if text is None:
-        raise invalid(f'{field} must be a duration such as "10s", got {show(value)}')
-    try:
-        return parse_duration(text)
-    except DurationError:
-        raise invalid(f"{field}: {show(text)} is not a duration {_DURATION_HINT}") from None
-
-
-# --- the poll rules, written once -----------------------------------------------------
-
-
-def parse_capacity(block: Mapping[str, Any], field: str) -> CapacityPolicy:
-    """Check a poll block's intrinsic rules and build the poll.
-
-    `field` is the block's name as the user spells it (`routing.capacity` or
-    `spec.routing.capacity`). The block holds only poll fields (no `disabled`); a field
-    set to null counts as missing. Raises `CapacityRuleError` at `RuleStage.VALIDATE`.
+    With `strict_durations` off, a duration that does not parse reads as unset: the
+    chart reports those together, before any rule (see `core.config`).
     """
-    reject_unknown_fields(block, field, CAPACITY_FIELDS)
-    for name in REQUIRED_CAPACITY_FIELDS:
-        if block.get(name) is None:
-            if name == "path":
-                raise invalid(f"{field}.path is required")
-            raise invalid(f"{field}.{name} is required once {field}.path is set")
 
-    path = read_string(block["path"], f"{field}.path")
-    if not path.startswith("/"):
-        raise invalid(f'{field}.path {show(path)} must start with "/"')
+    def text(name: str) -> str:
+        value = block.get(name)
+        return "" if value is None else read_string(value, f"{field}.{name}")
 
-    method = read_string(block["method"], f"{field}.method")
-    if method not in METHODS:
-        raise invalid(f"{field}.method {show(method)} must be {' or '.join(METHODS)}")
+    def count(name: str) -> int:
+        value = block.get(name)
+        return 0 if value is None else read_whole_number(value, f"{field}.{name}")
 
-    fmt = read_string(block["format"], f"{field}.format")
-    if not fmt:
-        raise invalid(f'{field}.format must name a format, such as "Report"')
-
-    options = _read_options(block.get("options"), f"{field}.options")
-
-    samples = read_whole_number(block["samples"], f"{field}.samples")
-    if samples < 1:
-        raise invalid(f"{field}.samples ({samples}) must be at least 1")
-    quorum = read_whole_number(block["quorum"], f"{field}.quorum")
-    if quorum < 1:
-        raise invalid(f"{field}.quorum ({quorum}) must be at least 1")
-    if quorum > samples:
-        raise invalid(
-            f"{field}.quorum ({quorum}) must not exceed {field}.samples ({samples})",
-        )
-
-    period = read_duration(block["period"], f"{field}.period")
-    if period.nanoseconds <= 0:
-        raise invalid(f"{field}.period ({period}) must be positive")
-    timeout = read_duration(block["timeout"], f"{field}.timeout")
-    if timeout.nanoseconds <= 0:
-        raise invalid(f"{field}.timeout ({timeout}) must be positive")
-    if timeout >= period:
-        raise invalid(
-            f"{field}.timeout ({timeout}) must be shorter than {field}.period ({period})",
-        )
-    max_age = read_duration(block["maxAge"], f"{field}.maxAge")
-    if max_age.nanoseconds <= 0:
-        raise invalid(f"{field}.maxAge ({max_age}) must be positive")
-    if max_age < period * quorum:
-        raise invalid(
-            f"{field}.maxAge ({max_age}) must span at least quorum ({quorum}) period intervals",
-        )
-    return CapacityPolicy(
-        path=path,
-        method=method,
-        format=fmt,
-        samples=samples,
-        quorum=quorum,
-        period=period,
-        timeout=timeout,
-        max_age=max_age,
-        options=options,
+    durations: dict[str, Duration] = {}
+    for key, attribute in POLL_DURATIONS.items():
+        try:
+            durations[attribute] = read_duration(block.get(key), f"{field}.{key}")
+        except DurationSyntaxError:
+            if strict_durations:
+                raise
+            durations[attribute] = ZERO
+    return PollFields(
+        path=text("path"),
+        method=text("method"),
+        format=text("format"),
+        options=read_string_map(block.get("options"), f"{field}.options"),
+        samples=count("samples"),
+        quorum=count("quorum"),
+        **durations,
     )
 
 
-def _read_options(value: object, field: str) -> tuple[tuple[str, str], ...]:
-    """Options are a map of strings to strings; an empty or null map is no options."""
-    if value is None:
-        return ()
-    block = read_mapping(value, field)
-    pairs: list[tuple[str, str]] = []
-    for key, option in block.items():
-        name = read_string(key, f"{field} key {show(key)}")
-        pairs.append((name, read_string(option, f"{field}[{show(name)}]")))
-    return tuple(sorted(pairs))
+# --- the observer limits --------------------------------------------------------------
+
+#: values key -> (ObserverLimits attribute, is a duration)
+_OBSERVER_LIMITS: dict[str, tuple[str, bool]] = {
+    "maxConcurrentReconciles": ("max_concurrent_reconciles", False),
+    "maxConcurrentRequests": ("max_concurrent_requests", False),
+    "maxResponseBytes": ("max_response_bytes", False),
+    "minPeriod": ("min_period", True),
+    "maxSamples": ("max_samples", False),
+}
+MISSING = object()
 
 
-def check_capacity_bounds(
-    policy: CapacityPolicy,
-    field: str,
-    limits: ObserverLimits,
-    formats: Iterable[str] = REGISTERED_FORMATS,
-) -> None:
-    """Check the rules that depend on this build (formats) and the chart (observer limits).
+def load_observer(value: object) -> dict[str, int | str]:
+    """The limits as written: a count, or `minPeriod`'s text; removed ones read as 0 or "".
 
-    Raises `CapacityRuleError` at `RuleStage.RESOLVE`.
+    `MISSING` stands for a block left out of the values.
+
+    A limit left out keeps the chart's default. An explicit null block removes all five,
+    as Helm's null does.
     """
+    defaults = ObserverLimits()
+    block: Mapping[str, Any]
+    if value is MISSING:
+        block = {}
+    elif value is None:
+        block = dict.fromkeys(_OBSERVER_LIMITS)
+    else:
+        block = read_mapping(value, OBSERVER_FIELD)
+    raw: dict[str, int | str] = {}
+    for key, (attribute, is_duration) in _OBSERVER_LIMITS.items():
+        name = f"{OBSERVER_FIELD}.{key}"
+        if key not in block:
+            default = getattr(defaults, attribute)
+            raw[key] = str(default) if is_duration else int(default)
+        elif is_duration:
+            raw[key] = duration_text(block[key], name)
+        else:
+            raw[key] = 0 if block[key] is None else read_whole_number(block[key], name)
+    return raw
+
+
+def check_observer(raw: Mapping[str, int | str]) -> ObserverLimits:
+    """Every limit must be positive while routing is enabled; the first that is not fails.
+
+    `minPeriod`'s syntax must have been checked already; raises `CapacityRuleError`.
+    """
+    limits: dict[str, int | Duration] = {}
+    for key, (attribute, is_duration) in _OBSERVER_LIMITS.items():
+        value = raw[key]
+        limit: int | Duration
+        if is_duration:
+            # Its syntax was checked with the other durations; "0s" was refused there.
+            limit = parse_duration(str(value)) if value != "" else ZERO
+            magnitude = limit.nanoseconds
+        else:
+            limit = magnitude = int(value)
+        if magnitude <= 0:
+            raise invalid(f"{OBSERVER_FIELD}.{key} must be positive when routing is enabled")
+        limits[attribute] = limit
+    return ObserverLimits(**limits)  # type: ignore[arg-type]
+
+
+# --- the poll rules, in OME's orders --------------------------------------------------
+
+
+def poll_problem(poll: PollFields, formats: Iterable[str] = REGISTERED_FORMATS) -> str | None:
+    """The first rule an enabled poll breaks, in the chart's order; None when it has none.
+
+    Messages name `routing.capacity`; a service's own block puts `spec.` in front.
+    """
+    f = CHART_CAPACITY_FIELD
+    when = f"when {f}.path is set"
+    if not poll.path.startswith("/"):
+        return f"{f}.path {go_q(poll.path)} must begin with {go_q('/')}"
+    if not poll.method:
+        return f"{f}.method is required {when}"
+    if not poll.format:
+        return f"{f}.format is required {when}"
+    if poll.method not in METHODS:
+        return f"{f}.method {go_q(poll.method)} must be GET, HEAD, or POST"
+    for name, value in (("period", poll.period), ("timeout", poll.timeout)):
+        if value.nanoseconds <= 0:
+            return f"{f}.{name} must be positive {when}"
+    if poll.timeout >= poll.period:
+        return f"{f}.timeout ({poll.timeout}) must be shorter than {f}.period ({poll.period})"
+    for name, number in (
+        ("maxAge", poll.max_age.nanoseconds),
+        ("samples", poll.samples),
+        ("quorum", poll.quorum),
+    ):
+        if number <= 0:
+            return f"{f}.{name} must be positive {when}"
+    if poll.quorum > poll.samples:
+        return f"{f}.quorum ({poll.quorum}) must not exceed {f}.samples ({poll.samples})"
+    if poll.quorum > 1 and poll.max_age.nanoseconds // poll.period.nanoseconds < poll.quorum:
+        return (
+            f"{f}.maxAge ({poll.max_age}) must span at least quorum ({poll.quorum}) "
+            f"{f}.period intervals"
+        )
+    if poll.max_age < poll.period:
+        return f"{f}.maxAge ({poll.max_age}) must be at least {f}.period ({poll.period})"
     available = tuple(formats)
-    if policy.format not in available:
-        raise unresolved(
-            f"{field}.format {show(policy.format)} is not registered in this build "
-            f"(available: {go_list(available)})",
+    if poll.format not in available:
+        return (
+            f"{f}.format {go_q(poll.format)} is not registered in this build "
+            f"(available: {go_list(available)})"
         )
-    if policy.options and policy.format in _FORMATS_WITHOUT_OPTIONS:
-        raise unresolved(
-            f"{field}.options {show(dict(policy.options))} must be left out: "
-            f"format {policy.format} takes none",
+    if poll.options and poll.format in _FORMATS_WITHOUT_OPTIONS:
+        return f"{f}.options is not accepted for format {go_q(poll.format)}"
+    return None
+
+
+def bounds_problem(poll: PollFields, limits: ObserverLimits) -> str | None:
+    """The first observer limit an enabled poll breaks; messages name `routing.capacity`."""
+    f = CHART_CAPACITY_FIELD
+    if poll.period < limits.min_period:
+        return (
+            f"{f}.period ({poll.period}) must be at least "
+            f"{OBSERVER_FIELD}.minPeriod ({limits.min_period})"
         )
-    if policy.period < limits.min_period:
-        raise unresolved(
-            f"{field}.period ({policy.period}) must be at least "
-            f"{OBSERVER_FIELD}.minPeriod ({limits.min_period})",
+    if poll.samples > limits.max_samples:
+        return (
+            f"{f}.samples ({poll.samples}) must not exceed "
+            f"{OBSERVER_FIELD}.maxSamples ({limits.max_samples})"
         )
-    if policy.samples > limits.max_samples:
-        raise unresolved(
-            f"{field}.samples ({policy.samples}) must not exceed "
-            f"{OBSERVER_FIELD}.maxSamples ({limits.max_samples})",
+    return None
+
+
+def service_poll_problem(poll: PollFields, disabled: bool) -> str | None:
+    """The first rule a service's `spec.routing.capacity` breaks, in OME's per-service order."""
+    f = SERVICE_CAPACITY_FIELD
+    if disabled:
+        if poll.operational:
+            return f"{f}.disabled must not be combined with capacity configuration fields"
+        return None
+    if not poll.path:
+        return f"{f}.path is required"
+    if not poll.path.startswith("/"):
+        return f"{f}.path {go_q(poll.path)} must begin with {go_q('/')}"
+    if not poll.method:
+        return f"{f}.method is required"
+    if poll.method not in METHODS:
+        return f"{f}.method {go_q(poll.method)} must be GET, HEAD, or POST"
+    if not poll.format:
+        return f"{f}.format is required"
+    if poll.period.nanoseconds <= 0:
+        return f"{f}.period must be positive"
+    if poll.timeout.nanoseconds <= 0:
+        return f"{f}.timeout must be positive"
+    if poll.timeout >= poll.period:
+        return f"{f}.timeout ({poll.timeout}) must be shorter than period ({poll.period})"
+    if poll.samples <= 0:
+        return f"{f}.samples must be positive"
+    if poll.quorum <= 0:
+        return f"{f}.quorum must be positive"
+    if poll.quorum > poll.samples:
+        return f"{f}.quorum ({poll.quorum}) must not exceed samples ({poll.samples})"
+    if poll.max_age.nanoseconds <= 0:
+        return f"{f}.maxAge must be positive"
+    if poll.max_age < poll.period:
+        return f"{f}.maxAge ({poll.max_age}) must be at least period ({poll.period})"
+    if poll.quorum > 1 and poll.max_age.nanoseconds // poll.period.nanoseconds < poll.quorum:
+        return (
+            f"{f}.maxAge ({poll.max_age}) must span at least quorum ({poll.quorum}) "
+            "period intervals"
         )
+    return None

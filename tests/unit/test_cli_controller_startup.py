@@ -1,0 +1,76 @@
+"""`ome-routing controller` at startup: what it logs about the operator config before it runs.
+
+The config is read before the API server is contacted, so these run the installed command
+with a values file and no cluster: the process stops at the config, or right after it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+COMMAND = Path(sys.executable).parent / "ome-routing"
+CAPACITY_KEYS = "path, method, format, options, samples, quorum, period, timeout, maxAge"
+
+
+def start(tmp_path: Path, values: str) -> tuple[int, list[str]]:
+    """Run the controller with `values` and no cluster; its exit code and log lines."""
+    path = tmp_path / "values.yaml"
+    path.write_text(values)
+    result = subprocess.run(
+        [
+            str(COMMAND),
+            "controller",
+            "--config",
+            str(path),
+            "--kubeconfig",
+            str(tmp_path / "no-kubeconfig"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return result.returncode, result.stderr.splitlines()
+
+
+def level_and_message(line: str) -> tuple[str, str]:
+    _time, level, _logger, message = line.split("\t", 3)
+    return level, message
+
+
+def test_an_unknown_key_is_logged_as_a_warning_and_does_not_stop_the_controller(
+    tmp_path: Path,
+) -> None:
+    values = (EXAMPLES / "values.yaml").read_text() + "          peroid: 20s\n"
+    code, lines = start(tmp_path, values)
+    assert [level_and_message(line) for line in lines] == [
+        (
+            "WARNING",
+            "unknown multi-cluster setting routing.capacity.peroid is ignored "
+            f"(known: {CAPACITY_KEYS})",
+        ),
+        # past the config: it goes on to the API server, which this test does not give it
+        ("ERROR", "connect to the API server: no kubeconfig or in-cluster credentials"),
+    ]
+    assert code == 1
+
+
+def test_the_warning_comes_before_the_error_it_explains(tmp_path: Path) -> None:
+    values = (EXAMPLES / "values.yaml").read_text().replace("period: 10s", "peroid: 10s")
+    code, lines = start(tmp_path, values)
+    assert [level_and_message(line) for line in lines] == [
+        (
+            "WARNING",
+            "unknown multi-cluster setting routing.capacity.peroid is ignored "
+            f"(known: {CAPACITY_KEYS})",
+        ),
+        (
+            "ERROR",
+            "invalid multi-cluster configuration: routing.capacity.period must be positive "
+            "when routing.capacity.path is set",
+        ),
+    ]
+    assert code == 1
