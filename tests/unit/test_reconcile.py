@@ -375,3 +375,10 @@ def test_a_reported_ceiling_of_zero_is_kept_and_zero_counts_are_left_out() -> No
     worker_a = reconcile.desired_spec("qwen3-0-6b", decision, view)["entries"][0]
     assert worker_a["capacity"] == {"ready": 2, "source": "Endpoint", "reported": 0}
     assert (worker_a["weight"], worker_a["healthy"]) == (0, True)
+
+
+def test_the_spec_patch_removes_what_the_new_spec_leaves_out() -> None:
+    stored = a_map(spec={"service": "s", "mode": "All", "entries": [{"cluster": "worker-a"}]})
+    assert reconcile.spec_patch(stored, {"service": "s"}) == {
+        "spec": {"mode": None, "entries": None, "service": "s"}
+    }

@@ -252,6 +252,18 @@ def desired_spec(name: str, routed: Routed, view: TrafficMapView) -> dict[str, A
     return spec
 
 
+def spec_patch(tmap: RawObject, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch that replaces the map's whole spec with `spec`.
+
+    A merge patch keeps every key that it does not name, so a field that `spec` leaves
+    out (an emptied table, a mode removed from the placement) is set to null, which
+    removes it; lists such as `entries` are replaced whole.
+    """
+    stored = tmap.get("spec") or {}
+    removed = {key: None for key in stored if key not in spec}
+    return {"spec": {**removed, **spec}}
+
+
 def new_map(namespace: str, name: str, uid: str, spec: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION,
