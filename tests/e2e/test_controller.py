@@ -333,7 +333,11 @@ async def test_a_policy_mistake_freezes_only_its_own_map(
         return tmap if published["reason"] == "InvalidOwner" else None
 
     tmap = await eventually(frozen, what="Published InvalidOwner")
-    assert condition(tmap, "Published")["status"] == "False"
+    published = condition(tmap, "Published")
+    assert (published["status"], published["message"]) == (
+        "False",
+        "TrafficMap owner identity is invalid or stale",
+    )
     assert tmap["spec"]["entries"] == before["spec"]["entries"], "a frozen map keeps its last table"
     assert message in process.log
     polled = scene.reporters["worker-a"].requests
