@@ -382,3 +382,12 @@ def test_the_spec_patch_removes_what_the_new_spec_leaves_out() -> None:
     assert reconcile.spec_patch(stored, {"service": "s"}) == {
         "spec": {"mode": None, "entries": None, "service": "s"}
     }
+
+
+def test_the_status_leaves_published_out_while_nothing_is_published() -> None:
+    """`status.published` is omitted while false, as OME's omitempty bool."""
+    decision = routed(an_isvc())
+    view = reconcile.build_view(decision, {})
+    status = reconcile.desired_status(a_map(), UID, reconcile.routed_conditions(view), NOW)
+    assert "published" not in status
+    assert status["sourceUID"] == UID

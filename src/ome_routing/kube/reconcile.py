@@ -293,7 +293,8 @@ def desired_status(
     """The map's status with `conditions` merged in (times kept where nothing changed).
 
     A map that the service `uid` does not control keeps its status as it is: nothing
-    is written to it.
+    is written to it. `published` is the publisher's, and OME leaves it out while false,
+    so it is not written here.
     """
     status = dict(tmap.get("status") or {})
     if controller_uid(tmap) != uid:
@@ -303,7 +304,6 @@ def desired_status(
         status.get("conditions") or [], conditions, now, generation
     )
     status["sourceUID"] = uid
-    status["published"] = False
     return status
 
 
