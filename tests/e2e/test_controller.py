@@ -183,6 +183,14 @@ async def test_the_specs_steps_2_and_3_and_turning_the_poll_off(
 
         # The service's own poll (period 10s, quorum 3) gives ceilings from the third poll on.
         await eventually(matches, timeout=60, what="the spec's Step 3 output")
+        tmap = await scene.map(name)
+        assert [
+            (c["status"], c["reason"], c["message"])
+            for c in (condition(tmap, "Routable"), condition(tmap, "OverrideActive"))
+        ] == [
+            ("True", "Routable", "2 home(s) serving"),
+            ("False", "NoOverrides", "no traffic-drain annotation override is configured"),
+        ]
 
         # Turn the poll off for this service, whatever the chart sets.
         isvc = yaml.safe_load((EXAMPLES / "isvc.yaml").read_text())
@@ -196,7 +204,11 @@ async def test_the_specs_steps_2_and_3_and_turning_the_poll_off(
             return tmap if found["reason"] == "CapacityPollingDisabled" else None
 
         tmap = await eventually(disabled, what="CapacityPollingDisabled")
-        assert condition(tmap, "CapacityFallback")["status"] == "False"
+        fallback = condition(tmap, "CapacityFallback")
+        assert (fallback["status"], fallback["message"]) == (
+            "False",
+            "endpoint capacity polling is disabled",
+        )
         assert all("reported" not in e["capacity"] for e in tmap["spec"]["entries"])
         polled = {c: r.requests for c, r in reporters.items()}
         await asyncio.sleep(12)  # more than one period of the old poll
@@ -321,7 +333,11 @@ async def test_a_policy_mistake_freezes_only_its_own_map(
         return tmap if published["reason"] == "InvalidOwner" else None
 
     tmap = await eventually(frozen, what="Published InvalidOwner")
-    assert condition(tmap, "Published")["status"] == "False"
+    published = condition(tmap, "Published")
+    assert (published["status"], published["message"]) == (
+        "False",
+        "TrafficMap owner identity is invalid or stale",
+    )
     assert tmap["spec"]["entries"] == before["spec"]["entries"], "a frozen map keeps its last table"
     assert message in process.log
     polled = scene.reporters["worker-a"].requests
@@ -395,7 +411,10 @@ async def test_a_map_of_the_same_name_owned_by_something_else_is_left_alone(scen
         )
     ).stdout
     process = await scene.start()
-    line = f"TrafficMap {scene.namespace}/svc exists but is not controlled by InferenceService UID {uid}"
+    line = (
+        f"TrafficMap {scene.namespace}/svc exists but is not controlled by "
+        f'InferenceService UID "{uid}"'
+    )
 
     async def logged() -> bool:
         return line in process.log
@@ -472,3 +491,114 @@ async def test_an_unusable_config_stops_the_controller_with_the_specs_message(
         'invalid multi-cluster configuration: routing.capacity.period: "10" is not a duration (use forms like "30s", "5m")'
         in process.log
     )
+
+
+async def annotate_drain(scene: Scene, value: str | None, name: str = "svc") -> None:
+    """Set (or, with None, remove) the service's ome.io/traffic-drain annotation."""
+    setting = "ome.io/traffic-drain-" if value is None else f"ome.io/traffic-drain={value}"
+    await kubectl(
+        scene.plane, "annotate", "--overwrite", "isvc", name, "-n", scene.namespace, setting
+    )
+
+
+async def test_an_override_id_that_is_no_dns_name_is_applied_as_in_ome(scene: Scene) -> None:
+    await scene.converged()
+    await annotate_drain(scene, '{"Maint 1":{"cluster":"worker-b","reason":"disk swap"}}')
+
+    async def drained() -> dict[str, Any] | None:
+        tmap = await scene.map()
+        return tmap if entry(tmap, "worker-b").get("drainRefs") == ["Maint 1"] else None
+
+    tmap = await eventually(drained, what="worker-b held by the override")
+    assert [(e["cluster"], e["weight"]) for e in tmap["spec"]["entries"]] == [
+        ("worker-a", 2),
+        ("worker-b", 0),
+    ]
+    override = condition(tmap, "OverrideActive")
+    assert (override["status"], override["reason"], override["message"]) == (
+        "True",
+        "OverridesApplied",
+        "1 of 1 traffic-drain annotation override(s) active across 1 route arm(s); "
+        "inspect spec.entries[].drainRefs",
+    )
+    assert condition(tmap, "Routable")["message"] == "2 home(s) serving"
+
+
+async def test_a_drain_error_is_reported_before_a_capacity_resolution_error(scene: Scene) -> None:
+    """OME parses the drain annotation before it resolves the capacity policy; an empty
+    annotation is malformed; and a new service with an error gets no map."""
+    await scene.route(samples=200)
+    await annotate_drain(scene, "")
+    process = await scene.start()
+    drain_error = "parse ome.io/traffic-drain: decode top-level object: EOF"
+    resolve_error = (
+        "resolve capacity policy: spec.routing.capacity.samples (200) "
+        "must not exceed routing.observer.maxSamples (100)"
+    )
+
+    async def logged(line: str) -> bool:
+        return line in process.log
+
+    await eventually(lambda: logged(drain_error), what="the drain error in the log")
+    assert resolve_error not in process.log
+    assert await scene.map() is None, "a service with an error gets no map"
+
+    await annotate_drain(scene, None)
+    await eventually(lambda: logged(resolve_error), what="the resolution error in the log")
+    assert await scene.map() is None
+
+
+async def test_a_policy_error_beats_a_map_of_the_same_name_owned_by_something_else(
+    scene: Scene,
+) -> None:
+    foreign = {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "TrafficMap",
+        "metadata": {"name": "svc", "namespace": scene.namespace},
+        "spec": {"service": "svc", "entries": [{"cluster": "elsewhere", "weight": 7}]},
+    }
+    await kubectl(scene.plane, "apply", "-f", "-", input=yaml.safe_dump(foreign))
+    await scene.route(samples=200)
+    process = await scene.start()
+    resolve_error = (
+        "resolve capacity policy: spec.routing.capacity.samples (200) "
+        "must not exceed routing.observer.maxSamples (100)"
+    )
+
+    async def logged() -> bool:
+        return resolve_error in process.log
+
+    await eventually(logged, what="the resolution error in the log")
+    assert "exists but is not controlled by" not in process.log
+    tmap = await scene.map()
+    assert tmap is not None and "status" not in tmap, "nothing is written to a foreign map"
+
+
+async def test_a_service_that_is_no_longer_placed_loses_its_entries(scene: Scene) -> None:
+    await scene.converged()
+    await kubectl(
+        scene.plane,
+        "patch",
+        "inferenceservice",
+        "svc",
+        "-n",
+        scene.namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"placement": {"phase": "Placing"}}}),
+    )
+
+    async def emptied() -> dict[str, Any] | None:
+        tmap = await scene.map()
+        return tmap if tmap is not None and "entries" not in tmap["spec"] else None
+
+    tmap = await eventually(emptied, what="the table to be left out")
+    assert tmap["spec"]["mode"] == "All"
+    assert [
+        (c["status"], c["reason"], c["message"])
+        for c in (condition(tmap, "Routable"), condition(tmap, "CapacityFallback"))
+    ] == [
+        ("False", "NotPlaced", "InferenceService is not Placed; no homes to route to yet"),
+        ("False", "NoCapacityTargets", "no addressable homes require endpoint capacity"),
+    ]

@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from ome_routing.core.placement import PlacedHome, PlacementError, read_placement
+from ome_routing.core.placement import (
+    PlacedHome,
+    PlacementError,
+    PlacementIntentError,
+    plan_lacks_cluster_affinity,
+    read_placement,
+)
 
 
 def candidate(cluster: str, **fields: Any) -> dict[str, Any]:
@@ -63,11 +69,74 @@ def test_candidates_that_are_not_admitted_or_have_no_endpoint_are_not_homes(
     assert [h.cluster for h in placement.homes] == ["worker-a"]
 
 
-def test_missing_replica_counts_are_zero_and_the_mode_defaults_to_single() -> None:
+def test_missing_replica_counts_are_zero() -> None:
     bare = {"cluster": "worker-a", "phase": "Admitted", "endpoint": "http://a"}
     placement = read_placement({}, status(bare))
-    assert placement.mode == "Single"
     assert (placement.homes[0].admitted, placement.homes[0].ready) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("spec", "mode"),
+    [
+        ({}, None),
+        ({"placement": {"policy": "ClusterAffinity"}}, None),
+        ({"placement": {"mode": "Split"}}, "Split"),
+        ({"placement": {"mode": "SomethingNew"}}, "SomethingNew"),
+    ],
+    ids=["no-placement", "no-mode", "split", "verbatim"],
+)
+def test_the_mode_is_copied_as_written_with_no_default(
+    spec: dict[str, Any], mode: str | None
+) -> None:
+    assert read_placement(spec, status(candidate("worker-a"))).mode == mode
+
+
+def test_the_plan_id_comes_from_the_accepted_plan() -> None:
+    placed = status(candidate("worker-a"))
+    assert read_placement({}, placed).plan_id is None
+    placed["placement"]["plan"] = {"id": "plan-7f3a"}
+    assert read_placement({}, placed).plan_id == "plan-7f3a"
+
+
+@pytest.mark.parametrize("endpoint", ["worker-a.example.com", "http://", "file:///tmp/x"])
+def test_an_endpoint_without_a_host_is_not_addressable(endpoint: str) -> None:
+    placement = read_placement(
+        {}, status(candidate("worker-a"), candidate("worker-b", endpoint=endpoint))
+    )
+    assert [h.cluster for h in placement.homes] == ["worker-a"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "plan", "lacks"),
+    [
+        ("ClusterAffinity", {"id": "p"}, False),
+        (None, {"id": "p"}, True),
+        ("Spread", {}, True),
+        (None, None, False),
+    ],
+)
+def test_an_accepted_plan_needs_the_cluster_affinity_policy(
+    policy: str | None, plan: dict[str, Any] | None, lacks: bool
+) -> None:
+    spec = {"placement": {"policy": policy}} if policy else {"placement": {}}
+    placed = status(candidate("worker-a"))
+    if plan is not None:
+        placed["placement"]["plan"] = plan
+    assert plan_lacks_cluster_affinity(spec, placed) is lacks
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"placement": ["x"]}, "spec.placement must be an object, got ['x']"),
+        ({"placement": {"mode": 5}}, "spec.placement.mode must be a string, got 5"),
+        ({"placement": {"policy": True}}, "spec.placement.policy must be a string, got True"),
+    ],
+)
+def test_a_malformed_intent_is_an_intent_error(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(PlacementIntentError) as caught:
+        read_placement(spec, {"placement": "not an object"})
+    assert str(caught.value) == message
 
 
 @pytest.mark.parametrize(

@@ -149,11 +149,27 @@ def test_a_malformed_drain_annotation_freezes_the_map() -> None:
     assert decision.message.startswith("parse ome.io/traffic-drain: ")
 
 
-def test_a_map_controlled_by_another_service_is_left_alone() -> None:
+def test_a_map_controlled_by_another_service_is_left_alone_and_the_log_quotes_the_uid() -> None:
     decision = reconcile.plan(an_isvc(), a_map(owner_uid="another-uid"), chart())
     assert decision == NotOurs(
-        f"TrafficMap qwen3-0-6b/qwen3-0-6b exists but is not controlled by InferenceService UID {UID}"
+        "TrafficMap qwen3-0-6b/qwen3-0-6b exists but is not controlled by "
+        f'InferenceService UID "{UID}"'
     )
+
+
+def test_a_map_that_records_another_source_uid_is_not_ours() -> None:
+    decision = reconcile.plan(an_isvc(), a_map(status={"sourceUID": "old-uid"}), chart())
+    assert decision == NotOurs(
+        'TrafficMap qwen3-0-6b/qwen3-0-6b source UID "old-uid" does not match '
+        f'InferenceService UID "{UID}"'
+    )
+
+
+def test_nothing_is_written_to_a_map_the_service_does_not_control() -> None:
+    foreign = a_map(owner_uid="another-uid", status={"conditions": []})
+    assert reconcile.desired_status(foreign, UID, [reconcile.INVALID_OWNER], NOW) == {
+        "conditions": []
+    }
 
 
 def test_a_map_without_an_owner_is_not_ours_either() -> None:
@@ -220,10 +236,11 @@ def test_freezing_keeps_the_other_conditions_and_sets_published_invalid_owner() 
     tmap["status"] = reconcile.desired_status(tmap, UID, reconcile.routed_conditions(view), NOW)
     frozen = reconcile.desired_status(tmap, UID, [reconcile.INVALID_OWNER], NOW)
     by_type = {c["type"]: c for c in frozen["conditions"]}
-    assert (by_type["Published"]["status"], by_type["Published"]["reason"]) == (
-        "False",
-        "InvalidOwner",
-    )
+    assert (
+        by_type["Published"]["status"],
+        by_type["Published"]["reason"],
+        by_type["Published"]["message"],
+    ) == ("False", "InvalidOwner", "TrafficMap owner identity is invalid or stale")
     assert by_type["CapacityFallback"] == next(
         c for c in tmap["status"]["conditions"] if c["type"] == "CapacityFallback"
     )
@@ -233,3 +250,144 @@ def test_a_new_map_is_controlled_by_its_service() -> None:
     body = reconcile.new_map("qwen3-0-6b", "qwen3-0-6b", UID, {"service": "qwen3-0-6b"})
     assert reconcile.controller_uid(body) == UID
     assert body["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] is True
+
+
+def test_a_service_being_deleted_loses_its_map() -> None:
+    isvc = an_isvc()
+    isvc["metadata"]["deletionTimestamp"] = "2026-11-29T17:00:00Z"
+    assert reconcile.plan(isvc, a_map(), chart()) == Unrouted(delete_map=True)
+
+
+# --- the order of the checks (OME's reconcile order) ---------------------------------
+
+BAD_DRAIN = {"ome.io/traffic-drain": ""}
+DRAIN_ERROR = "parse ome.io/traffic-drain: decode top-level object: EOF"
+VALIDATE_ERROR = (
+    "validate routing policy: spec.routing.capacity.maxAge (20s) "
+    "must span at least quorum (3) period intervals"
+)
+RESOLVE_ERROR = (
+    "resolve capacity policy: spec.routing.capacity.samples (200) "
+    "must not exceed routing.observer.maxSamples (100)"
+)
+
+
+def broken(
+    *, drain: bool = False, validate: bool = False, resolve: bool = False, intent: bool = False
+) -> dict[str, Any]:
+    isvc = an_isvc()
+    if drain:
+        isvc["metadata"]["annotations"] = dict(BAD_DRAIN)
+    if validate:
+        isvc["spec"]["routing"]["capacity"]["maxAge"] = "20s"
+    if resolve:
+        isvc["spec"]["routing"]["capacity"]["samples"] = 200
+    if intent:
+        isvc["spec"]["placement"]["mode"] = 7
+    return isvc
+
+
+def test_an_accepted_plan_without_cluster_affinity_freezes_the_map_before_anything_else() -> None:
+    isvc = broken(drain=True, validate=True, intent=True)
+    isvc["spec"]["placement"]["policy"] = "Spread"
+    isvc["spec"]["routing"]["enabled"] = False
+    isvc["status"]["placement"]["plan"] = {"id": "plan-1"}
+    assert reconcile.plan(isvc, a_map(owner_uid="another-uid"), chart()) == Frozen(
+        "an accepted placement plan requires spec.placement.policy: ClusterAffinity", UID
+    )
+
+
+def test_routing_off_reaps_the_map_before_any_validation() -> None:
+    isvc = broken(drain=True, validate=True, intent=True)
+    isvc["spec"]["routing"]["enabled"] = False
+    assert reconcile.plan(isvc, a_map(), chart()) == Unrouted(delete_map=True)
+
+
+def test_a_placement_intent_error_comes_before_policy_and_drain_errors() -> None:
+    decision = reconcile.plan(broken(drain=True, validate=True, intent=True), a_map(), chart())
+    assert decision == Frozen(
+        "validate placement intent: spec.placement.mode must be a string, got 7", UID
+    )
+
+
+def test_a_policy_validation_error_comes_before_a_drain_error() -> None:
+    decision = reconcile.plan(broken(drain=True, validate=True), a_map(), chart())
+    assert decision == Frozen(VALIDATE_ERROR, UID)
+
+
+def test_a_drain_error_comes_before_a_capacity_resolution_error() -> None:
+    decision = reconcile.plan(broken(drain=True, resolve=True), a_map(), chart())
+    assert decision == Frozen(DRAIN_ERROR, UID)
+
+
+@pytest.mark.parametrize(
+    ("isvc", "message"),
+    [
+        (broken(drain=True), DRAIN_ERROR),
+        (broken(validate=True), VALIDATE_ERROR),
+        (broken(resolve=True), RESOLVE_ERROR),
+    ],
+    ids=["drain", "validate", "resolve"],
+)
+def test_a_policy_or_drain_error_beats_a_foreign_map(isvc: dict[str, Any], message: str) -> None:
+    assert reconcile.plan(isvc, a_map(owner_uid="another-uid"), chart()) == Frozen(message, UID)
+
+
+# --- the map's spec -------------------------------------------------------------------
+
+
+def routed(isvc: dict[str, Any]) -> Routed:
+    decision = reconcile.plan(isvc, None, chart())
+    assert isinstance(decision, Routed)
+    return decision
+
+
+def test_the_spec_carries_the_accepted_plans_id() -> None:
+    isvc = an_isvc()
+    isvc["status"]["placement"]["plan"] = {"id": "plan-7f3a"}
+    decision = routed(isvc)
+    spec = reconcile.desired_spec("qwen3-0-6b", decision, reconcile.build_view(decision, {}))
+    assert spec["placementPlanID"] == "plan-7f3a"
+
+
+def test_without_a_plan_or_a_mode_the_spec_leaves_both_out() -> None:
+    isvc = an_isvc()
+    del isvc["spec"]["placement"]["mode"]
+    decision = routed(isvc)
+    spec = reconcile.desired_spec("qwen3-0-6b", decision, reconcile.build_view(decision, {}))
+    assert "placementPlanID" not in spec
+    assert "mode" not in spec
+
+
+def test_an_empty_table_is_left_out_of_the_spec() -> None:
+    isvc = an_isvc()
+    isvc["status"]["placement"]["phase"] = "Placing"
+    decision = routed(isvc)
+    spec = reconcile.desired_spec("qwen3-0-6b", decision, reconcile.build_view(decision, {}))
+    assert spec == {"service": "qwen3-0-6b", "mode": "All", "observedISVCGeneration": 3}
+
+
+def test_a_reported_ceiling_of_zero_is_kept_and_zero_counts_are_left_out() -> None:
+    decision = routed(an_isvc())
+    view = reconcile.build_view(
+        decision, {"worker-a": Verdict(0, None), "worker-b": Verdict(1, None)}
+    )
+    worker_a = reconcile.desired_spec("qwen3-0-6b", decision, view)["entries"][0]
+    assert worker_a["capacity"] == {"ready": 2, "source": "Endpoint", "reported": 0}
+    assert (worker_a["weight"], worker_a["healthy"]) == (0, True)
+
+
+def test_the_spec_patch_removes_what_the_new_spec_leaves_out() -> None:
+    stored = a_map(spec={"service": "s", "mode": "All", "entries": [{"cluster": "worker-a"}]})
+    assert reconcile.spec_patch(stored, {"service": "s"}) == {
+        "spec": {"mode": None, "entries": None, "service": "s"}
+    }
+
+
+def test_the_status_leaves_published_out_while_nothing_is_published() -> None:
+    """`status.published` is omitted while false, as OME's omitempty bool."""
+    decision = routed(an_isvc())
+    view = reconcile.build_view(decision, {})
+    status = reconcile.desired_status(a_map(), UID, reconcile.routed_conditions(view), NOW)
+    assert "published" not in status
+    assert status["sourceUID"] == UID

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -166,6 +167,14 @@ class TestEntries:
             "drainRefs": ["m-a"],
         }
 
+    def test_an_empty_endpoint_is_left_out_but_weight_and_healthy_are_always_written(
+        self,
+    ) -> None:
+        view = build_trafficmap(a_map(a_home("worker-a", ready=0)))
+        entry = entry_to_json(replace(view.entries[0], endpoint=""))
+        assert "endpoint" not in entry
+        assert (entry["weight"], entry["healthy"]) == (0, False)
+
     @pytest.mark.parametrize(
         ("ready", "gated", "healthy"), [(2, False, True), (0, False, False), (2, True, False)]
     )
@@ -211,7 +220,7 @@ class TestEntries:
 ROUTABLE_CASES = [
     pytest.param(
         a_map(a_home("worker-a"), a_home("worker-b", ready=0)),
-        ("True", "Routable", "1 of 2 home(s) have a positive weight"),
+        ("True", "Routable", "2 home(s) serving"),
         id="Routable",
     ),
     pytest.param(
@@ -235,7 +244,7 @@ ROUTABLE_CASES = [
     ),
     pytest.param(
         a_map(a_home("worker-a"), placed=False),
-        ("False", "NotPlaced", "status.placement.phase is not Placed, so the table is empty"),
+        ("False", "NotPlaced", "InferenceService is not Placed; no homes to route to yet"),
         id="NotPlaced",
     ),
     pytest.param(
@@ -243,18 +252,22 @@ ROUTABLE_CASES = [
         (
             "False",
             "NoAddressableHome",
-            "placed, but no admitted cluster reports an endpoint, so the table is empty",
+            "placed, but no admitted home reports an addressable endpoint",
         ),
         id="NoAddressableHome",
     ),
     pytest.param(
         a_map(a_home("worker-a"), a_home("worker-b", ready=0), drains={"m": "worker-a"}),
-        ("False", "TrafficDrain", "drains hold every home with a positive weight: worker-a"),
+        ("False", "TrafficDrain", "manual traffic-drain overrides set all 2 route arm(s) to zero"),
         id="TrafficDrain",
     ),
     pytest.param(
         a_map(a_home("worker-a", ready=0), a_home("worker-b", ready=0)),
-        ("False", "AllHomesUnready", "none of the 2 home(s) has a ready replica"),
+        (
+            "False",
+            "AllHomesUnready",
+            "2 home(s) addressable but none has ready replicas; all route weights are zero",
+        ),
         id="AllHomesUnready",
     ),
     pytest.param(
@@ -262,8 +275,8 @@ ROUTABLE_CASES = [
         (
             "False",
             "NoRoutableCapacity",
-            "no home open to traffic has both allocated and ready replicas "
-            "(allocated: worker-a=0, worker-b=0)",
+            "2 home(s) addressable but none has positive routable capacity; "
+            "all route weights are zero",
         ),
         id="NoRoutableCapacity",
     ),
@@ -274,6 +287,12 @@ class TestRoutable:
     @pytest.mark.parametrize(("inp", "expected"), ROUTABLE_CASES)
     def test_every_reason(self, inp: Any, expected: tuple[str, str, str]) -> None:
         assert condition(build_trafficmap(inp), "Routable") == expected
+
+    def test_the_count_is_every_entry_not_only_those_with_weight(self) -> None:
+        view = build_trafficmap(
+            a_map(a_home("worker-a"), a_home("worker-b", ready=0), a_home("worker-c", reports=0))
+        )
+        assert condition(view, "Routable") == ("True", "Routable", "3 home(s) serving")
 
     def test_preserve_traffic_with_every_ceiling_at_zero_is_not_routable(self) -> None:
         view = build_trafficmap(
@@ -291,6 +310,29 @@ class TestRoutable:
         )
         assert condition(view, "Routable")[:2] == ("False", "TrafficDrain")
 
+    def test_unready_homes_come_before_every_home_gated(self) -> None:
+        """OME checks readiness, then routable capacity, before a probe that gates all."""
+        view = build_trafficmap(
+            a_map(a_home("worker-a", gated=True, ready=0), a_home("worker-b", gated=True, ready=0))
+        )
+        assert condition(view, "Routable")[:2] == ("False", "AllHomesUnready")
+
+    def test_no_routable_capacity_comes_before_every_home_gated(self) -> None:
+        view = build_trafficmap(
+            a_map(
+                a_home("worker-a", gated=True, reports=0),
+                a_home("worker-b", gated=True, reports=0),
+                policy=DRAIN,
+            )
+        )
+        assert condition(view, "Routable")[:2] == ("False", "NoRoutableCapacity")
+
+    def test_every_home_gated_without_a_policy_is_all_homes_probe_failed(self) -> None:
+        view = build_trafficmap(
+            a_map(a_home("worker-a", gated=True), a_home("worker-b", gated=True))
+        )
+        assert condition(view, "Routable")[:2] == ("False", "AllHomesProbeFailed")
+
     def test_open_homes_without_capacity_beside_gated_ready_homes_have_no_routable_capacity(
         self,
     ) -> None:
@@ -307,17 +349,26 @@ class TestRoutable:
 OVERRIDE_CASES = [
     pytest.param(
         a_map(a_home("worker-a"), a_home("worker-b"), drains={"maintenance-a": "worker-a"}),
-        ("True", "OverridesApplied", "1 drain(s) hold 1 home(s): maintenance-a"),
+        (
+            "True",
+            "OverridesApplied",
+            "1 of 1 traffic-drain annotation override(s) active across 1 route arm(s); "
+            "inspect spec.entries[].drainRefs",
+        ),
         id="OverridesApplied",
     ),
     pytest.param(
         a_map(a_home("worker-a"), drains={"typo": "wroker-a"}),
-        ("False", "OverridesPending", "1 drain(s) name no cluster in the table: wroker-a"),
+        (
+            "False",
+            "OverridesPending",
+            "1 traffic-drain annotation override(s) pending; no matching routable arm",
+        ),
         id="OverridesPending",
     ),
     pytest.param(
         a_map(a_home("worker-a")),
-        ("False", "NoOverrides", "the service has no drains"),
+        ("False", "NoOverrides", "no traffic-drain annotation override is configured"),
         id="NoOverrides",
     ),
 ]
@@ -328,10 +379,31 @@ class TestOverrideActive:
     def test_every_reason(self, inp: Any, expected: tuple[str, str, str]) -> None:
         assert condition(build_trafficmap(inp), "OverrideActive") == expected
 
+    def test_applied_counts_distinct_ids_of_all_overrides_across_the_arms_they_hold(
+        self,
+    ) -> None:
+        view = build_trafficmap(
+            a_map(
+                a_home("worker-a"),
+                a_home("worker-b"),
+                a_home("worker-c"),
+                drains={"k-a": "worker-a", "d-a": "worker-a", "m-b": "worker-b", "x": "gone"},
+            )
+        )
+        assert condition(view, "OverrideActive") == (
+            "True",
+            "OverridesApplied",
+            "3 of 4 traffic-drain annotation override(s) active across 2 route arm(s); "
+            "inspect spec.entries[].drainRefs",
+        )
+
     def test_drains_of_a_map_that_is_not_placed_are_pending(self) -> None:
         view = build_trafficmap(a_map(a_home("worker-a"), placed=False, drains={"m": "worker-a"}))
         assert condition(view, "OverrideActive")[1] == "OverridesPending"
 
+
+DISABLED = ("False", "CapacityPollingDisabled", "endpoint capacity polling is disabled")
+NO_TARGETS = ("False", "NoCapacityTargets", "no addressable homes require endpoint capacity")
 
 FALLBACK_CASES = [
     pytest.param(
@@ -349,34 +421,15 @@ FALLBACK_CASES = [
         ("False", "EndpointCapacityAvailable", "endpoint capacity is available for all 1 home(s)"),
         id="EndpointCapacityAvailable",
     ),
-    pytest.param(
-        a_map(a_home("worker-a"), polling=PollingState.DISABLED),
-        (
-            "False",
-            "CapacityPollingDisabled",
-            "capacity polling is disabled by spec.routing.capacity.disabled",
-        ),
-        id="CapacityPollingDisabled",
-    ),
-    pytest.param(
-        a_map(),
-        ("False", "NoCapacityTargets", "the table has no homes to poll"),
-        id="NoCapacityTargets",
-    ),
-    pytest.param(
-        a_map(a_home("worker-a"), placed=False),
-        ("False", "NoCapacityTargets", "the table has no homes to poll"),
-        id="NoCapacityTargets-NotPlaced",
-    ),
+    pytest.param(a_map(a_home("worker-a"), polling=PollingState.DISABLED), DISABLED, id="disabled"),
     pytest.param(
         a_map(a_home("worker-a", polled=False), polling=PollingState.NOT_CONFIGURED),
-        (
-            "False",
-            "CapacityPollingNotConfigured",
-            "no capacity poll is set in the chart's routing.capacity "
-            "or the service's spec.routing.capacity",
-        ),
-        id="CapacityPollingNotConfigured",
+        DISABLED,
+        id="configured-nowhere",
+    ),
+    pytest.param(a_map(), NO_TARGETS, id="NoCapacityTargets"),
+    pytest.param(
+        a_map(a_home("worker-a"), placed=False), NO_TARGETS, id="NoCapacityTargets-NotPlaced"
     ),
 ]
 
@@ -394,13 +447,14 @@ class TestCapacityFallback:
         assert capacity_fallback_homes(inp) == view.fallback_homes
         assert (view.fallback_homes > 0) == (expected[0] == "True")
 
-    def test_polling_off_takes_precedence_over_an_empty_table(self) -> None:
-        view = build_trafficmap(a_map(polling=PollingState.DISABLED))
-        assert condition(view, "CapacityFallback")[1] == "CapacityPollingDisabled"
+    @pytest.mark.parametrize("polling", [PollingState.DISABLED, PollingState.NOT_CONFIGURED])
+    def test_polling_off_takes_precedence_over_an_empty_table(self, polling: PollingState) -> None:
+        view = build_trafficmap(a_map(polling=polling))
+        assert condition(view, "CapacityFallback") == DISABLED
 
 
 T0 = datetime(2026, 9, 28, 10, 0, 0, tzinfo=UTC)
-ROUTABLE_TRUE = Condition("Routable", "True", "Routable", "2 of 2 home(s) have a positive weight")
+ROUTABLE_TRUE = Condition("Routable", "True", "Routable", "2 home(s) serving")
 PUBLISHED = {
     "type": "Published",
     "status": "True",
@@ -421,7 +475,7 @@ class TestMergeConditions:
                 "observedGeneration": 4,
                 "lastTransitionTime": "2026-09-28T10:00:00Z",
                 "reason": "Routable",
-                "message": "2 of 2 home(s) have a positive weight",
+                "message": "2 home(s) serving",
             }
         ]
 

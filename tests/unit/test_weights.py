@@ -1,4 +1,4 @@
-"""Weights in four steps: routable replicas, probe gates, smallest ratio, drains."""
+"""Weights as OME computes them: routable replicas, milli-factors, probe gates, GCD, cap, drains."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from ome_routing.core.weights import (
     WeightInput,
     cap_weights,
     compute_weights,
-    reduce_ratio,
+    factor_milli,
+    normalize,
     routable_replicas,
 )
 
@@ -21,7 +22,7 @@ def home(
     replicas: int,
     *,
     ready: int | None = None,
-    factor: Fraction | int = 1,
+    factor: Fraction | int | str = 1,
     gated: bool = False,
     drained: bool = False,
 ) -> WeightInput:
@@ -40,20 +41,48 @@ def weights(*homes: WeightInput, policy: AllFailedPolicy | None = None) -> list[
 
 class TestRoutableReplicas:
     @pytest.mark.parametrize(
-        ("allocated", "ready", "factor", "expected"),
+        ("allocated", "ready", "expected"), [(4, 4, 4), (4, 2, 2), (1, 2, 1), (0, 5, 0)]
+    )
+    def test_counts_the_lower_of_allocated_and_ready(
+        self, allocated: int, ready: int, expected: int
+    ) -> None:
+        assert routable_replicas(allocated, ready) == expected
+
+
+class TestFactorMilli:
+    @pytest.mark.parametrize(
+        ("factor", "milli"),
         [
-            (4, 4, 1, 4),
-            (4, 2, 1, 2),
-            (1, 2, 1, 1),
-            (2, 2, 3, 6),
-            (3, 3, Fraction(1, 2), Fraction(3, 2)),
-            (0, 5, 3, 0),
+            (None, 1000),
+            (Fraction(1), 1000),
+            (Fraction(3), 3000),
+            (Fraction("1.5"), 1500),
+            (Fraction("0.5"), 500),
+            (Fraction("1.0001"), 1001),
+            (Fraction("0.0015"), 2),
+            (Fraction("0.0001"), 1),
+            (Fraction(0), 1000),
+            (Fraction(-2), 1000),
         ],
     )
-    def test_counts_the_lower_of_allocated_and_ready_times_the_factor(
-        self, allocated: int, ready: int, factor: Fraction | int, expected: Fraction | int
+    def test_a_factor_counts_in_thousandths_rounded_up(
+        self, factor: Fraction | None, milli: int
     ) -> None:
-        assert routable_replicas(allocated, ready, Fraction(factor)) == expected
+        assert factor_milli(factor) == milli
+
+
+class TestOmesExamples:
+    """Every row of OME's weight examples table."""
+
+    def test_factors_1_0001_and_1_with_equal_replicas_give_1001_to_1000(self) -> None:
+        assert weights(home(2, factor="1.0001"), home(2)) == [1001, 1000]
+
+    def test_factors_0_0015_and_1_give_2_to_1000_reduced_to_1_to_500(self) -> None:
+        assert weights(home(2, factor="0.0015"), home(2)) == [1, 500]
+
+    def test_reduced_raw_3000001_to_1000000_caps_to_1000000_to_333334(self) -> None:
+        assert normalize([3_000_001, 1_000_000]) == [1_000_000, 333_334]
+        assert weights(home(3_000_001), home(1_000_000)) == [1_000_000, 333_334]
 
 
 class TestSmallestRatio:
@@ -66,22 +95,26 @@ class TestSmallestRatio:
     def test_only_the_ratio_between_factors_matters(self) -> None:
         assert weights(home(4, factor=2), home(2, factor=6)) == weights(home(4), home(2, factor=3))
 
-    def test_fractional_factors_scale_by_the_lcm_of_denominators(self) -> None:
-        assert weights(home(2, factor=Fraction(3, 2)), home(3, factor=Fraction(1, 3))) == [3, 1]
+    def test_fractional_factors_count_in_thousandths(self) -> None:
+        # 2 x 1500 : 3 x 334 (1/3 rounds up to 0.334) = 3000 : 1002 = 500 : 167
+        assert weights(home(2, factor=Fraction(3, 2)), home(3, factor=Fraction(1, 3))) == [
+            500,
+            167,
+        ]
 
     def test_a_single_home_gets_weight_one(self) -> None:
         assert weights(home(7, factor=3)) == [1]
 
     def test_all_zero_stays_zero(self) -> None:
-        assert reduce_ratio([Fraction(0), Fraction(0)]) == [0, 0]
-        assert reduce_ratio([]) == []
+        assert normalize([0, 0]) == [0, 0]
+        assert normalize([]) == []
 
     def test_weights_are_kept_within_a_million_with_positive_weights_rounded_up(self) -> None:
         result = weights(home(3_000_000), home(1), home(1_500_000))
         assert result == [MAX_WEIGHT, 1, MAX_WEIGHT // 2]
 
-    def test_capping_reduces_again_after_rounding(self) -> None:
-        assert cap_weights([4_000_000, 2_000_000]) == [2, 1]
+    def test_capping_does_not_reduce_again(self) -> None:
+        assert cap_weights([4_000_000, 2_000_000]) == [MAX_WEIGHT, MAX_WEIGHT // 2]
         assert cap_weights([2_000_001, 2]) == [MAX_WEIGHT, 1]
 
     def test_a_large_factor_is_capped_too(self) -> None:

@@ -44,11 +44,6 @@ class FallbackReason(StrEnum):
     ENDPOINT_CAPACITY_AVAILABLE = "EndpointCapacityAvailable"
     CAPACITY_POLLING_DISABLED = "CapacityPollingDisabled"
     NO_CAPACITY_TARGETS = "NoCapacityTargets"
-    #: Neither the chart (`routing.capacity`) nor the service (`spec.routing.capacity`)
-    #: sets a poll. Polling is not "disabled" (nobody turned it off) and no home falls
-    #: back (nothing was asked), so neither existing reason is true; `False` because no
-    #: home is missing a ceiling that it should have.
-    CAPACITY_POLLING_NOT_CONFIGURED = "CapacityPollingNotConfigured"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,19 +1,23 @@
 """Drains: the `ome.io/traffic-drain` annotation that holds clusters at weight 0.
 
-The annotation's value is a JSON object keyed by drain ID, each value naming the
+The annotation's value is a JSON object keyed by override ID, each value naming the
 WorkloadCluster it holds and why: `{"maintenance-a":{"cluster":"worker-a","reason":"..."}}`.
-An absent or empty annotation means no drains.
+An absent annotation means no drains.
 
-The parser is strict: a malformed value must not read as "no drains", or a hand edit
-would give a drained cluster its traffic back. The caller keeps the last TrafficMap it
-built instead, and logs the error, whose text is the whole log line's tail.
+`parse_drains` reads the value as OME does: a present value is always parsed strictly,
+an empty one included, so that a malformed value can never read as "no drains" and give
+a drained cluster its traffic back; the caller keeps the last TrafficMap instead, and
+logs the error. Nothing else is judged: any non-empty, trimmed ID, cluster and reason
+is accepted, with no name rule and no length or count limit (OME's controller has none).
 
 `add_drain` and `remove_drain` produce the annotation's next value for the
-`kubectl ome traffic drain/undrain` actions, keeping every other drain.
+`kubectl ome traffic drain/undrain` actions, keeping every other drain. The CLI is
+stricter than the controller, as OME's is: a new drain's ID must be a DNS-1123 label,
+its cluster a DNS-1123 subdomain, and its reason bounded, trimmed and printable.
 
 Errors (all `ValueError`):
 - `DrainAnnotationError`: the annotation cannot be read; `str()` is
-  `parse ome.io/traffic-drain: <what is wrong>`.
+  `parse ome.io/traffic-drain: <what is wrong>`, in OME's words.
 - `DrainArgumentError`: an ID, cluster or reason given to `add_drain` is not acceptable.
 - `DrainRefused`: the drain ID already exists (add) or does not exist (remove).
 """
@@ -26,19 +30,25 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
-from ome_routing.core.quoting import json_kind, quote
+from ome_routing.core.jsontokens import Delim, GoJSONError, TokenStream, format_token
+from ome_routing.core.quoting import quote
 
 ANNOTATION = "ome.io/traffic-drain"
-#: Bounds on the annotation, so a hand edit cannot make every reconcile expensive.
+#: Bounds that `kubectl ome traffic` keeps to; the controller reads any size.
 MAX_ANNOTATION_BYTES = 32 * 1024
 MAX_DRAINS = 64
 MAX_REASON_BYTES = 256
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)
 _DNS1123_SUBDOMAIN_PART = _DNS1123_LABEL
-_FIELDS = ("cluster", "reason")
+#: What Go's `strings.TrimSpace` trims (Unicode White_Space), unlike `str.strip()`,
+#: which also trims the ASCII separators U+001C..U+001F.
+_GO_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + ("\u2028\u2029\u202f\u205f\u3000")
+)
 
 ALREADY_EXISTS = "traffic drain refused: override ID already exists"
 DOES_NOT_EXIST = "traffic undrain refused: override ID does not exist"
@@ -73,36 +83,35 @@ NO_DRAINS: Drains = MappingProxyType({})
 
 
 def parse_drains(text: str | None) -> Drains:
-    """Read the annotation's value; None or `""` is no drains. Raises `DrainAnnotationError`."""
-    if text is None or text == "":
+    """Read the annotation's value (None: absent, no drains), sorted by ID.
+
+    Raises `DrainAnnotationError` with OME's message for every malformed value.
+    """
+    if text is None:
         return NO_DRAINS
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > MAX_ANNOTATION_BYTES:
-        raise DrainAnnotationError(
-            f"value is {size} bytes, more than the limit of {MAX_ANNOTATION_BYTES}"
-        )
-    try:
-        document = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
-    except json.JSONDecodeError as err:
-        raise DrainAnnotationError(
-            f"invalid JSON: {err.msg} at line {err.lineno} column {err.colno}"
-        ) from None
-    except RecursionError:
-        raise DrainAnnotationError("invalid JSON: nested too deeply") from None
-    except _Refused as err:
-        raise DrainAnnotationError(str(err)) from None
-    if not isinstance(document, dict):
-        raise DrainAnnotationError(
-            f"expected a JSON object keyed by drain ID, got {json_kind(document)}"
-        )
-    if len(document) > MAX_DRAINS:
-        raise DrainAnnotationError(
-            f"holds {len(document)} drains, more than the limit of {MAX_DRAINS}"
-        )
+    tokens = TokenStream(text)
+    start = _token(tokens, "decode top-level object")
+    if start != Delim("{"):
+        raise DrainAnnotationError("top-level value must be a JSON object keyed by override ID")
     drains: dict[str, Drain] = {}
-    for drain_id in sorted(document):
-        drains[drain_id] = _read_drain(drain_id, document[drain_id])
-    return MappingProxyType(drains)
+    while tokens.more():
+        drain_id = _token(tokens, "decode override ID")
+        if not isinstance(drain_id, str):
+            raise DrainAnnotationError("override ID must be a JSON object key")
+        _check_text("override ID", drain_id)
+        if drain_id in drains:
+            raise DrainAnnotationError(f"duplicate override ID {quote(drain_id)}")
+        drains[drain_id] = _read_drain(tokens, drain_id)
+    if _token(tokens, "close top-level object") != Delim("}"):
+        raise DrainAnnotationError("top-level value must end with a JSON object")
+    try:
+        trailing = tokens.token()
+    except GoJSONError as err:
+        if not err.eof:
+            raise DrainAnnotationError(f"decode trailing data: {err}") from None
+    else:
+        raise DrainAnnotationError(f"unexpected trailing JSON token {format_token(trailing)}")
+    return MappingProxyType({drain_id: drains[drain_id] for drain_id in sorted(drains)})
 
 
 def format_drains(drains: Drains) -> str | None:
@@ -181,48 +190,47 @@ def check_reason(reason: str) -> None:
         raise DrainArgumentError(problem)
 
 
-class _Refused(ValueError):
-    """Raised from inside the JSON decoder's hooks."""
+def _token(tokens: TokenStream, what: str) -> object:
+    try:
+        return tokens.token()
+    except GoJSONError as err:
+        raise DrainAnnotationError(f"{what}: {err}") from None
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _Refused(f"duplicate key {quote(key)}")
-        result[key] = value
-    return result
+def _check_text(field: str, value: str) -> None:
+    trimmed = value.strip(_GO_SPACE)
+    if not trimmed:
+        raise DrainAnnotationError(f"{field} must be non-empty")
+    if value != trimmed:
+        raise DrainAnnotationError(f"{field} must not have leading or trailing whitespace")
 
 
-def _no_constant(name: str) -> Any:
-    raise _Refused(f"invalid JSON: {name} is not a JSON value")
-
-
-def _read_drain(drain_id: str, value: object) -> Drain:
-    where = f"drain {quote(drain_id)}"
-    problem = _drain_id_problem(drain_id)
-    if problem:
-        raise DrainAnnotationError(problem)
-    if not isinstance(value, dict):
-        raise DrainAnnotationError(
-            f'{where}: expected an object with "cluster" and "reason", got {json_kind(value)}'
-        )
-    unknown = sorted(set(value) - set(_FIELDS))
-    if unknown:
-        raise DrainAnnotationError(f"{where}: unknown field {quote(unknown[0])}")
-    fields: dict[str, str] = {}
-    for field in _FIELDS:
-        if field not in value:
-            raise DrainAnnotationError(f"{where}: missing {quote(field)}")
-        item = value[field]
-        if not isinstance(item, str):
+def _read_drain(tokens: TokenStream, drain_id: str) -> Drain:
+    where = f"override {quote(drain_id)}"
+    if _token(tokens, f"{where}: decode object") != Delim("{"):
+        raise DrainAnnotationError(f"{where} must be a JSON object")
+    fields = {"cluster": "", "reason": ""}
+    seen: set[str] = set()
+    while tokens.more():
+        name = _token(tokens, f"{where}: decode field")
+        if not isinstance(name, str):
+            raise DrainAnnotationError(f"{where} field name must be a string")
+        if name in seen:
+            raise DrainAnnotationError(f"{where} has duplicate field {quote(name)}")
+        seen.add(name)
+        try:
+            value = tokens.string_value()
+        except GoJSONError as err:
             raise DrainAnnotationError(
-                f"{where}: {quote(field)} must be a string, got {json_kind(item)}"
-            )
-        fields[field] = item
-    problem = _cluster_problem(fields["cluster"]) or _reason_problem(fields["reason"])
-    if problem:
-        raise DrainAnnotationError(f"{where}: {problem}")
+                f"{where} field {quote(name)} must be a string: {err}"
+            ) from None
+        if name not in fields:
+            raise DrainAnnotationError(f"{where} has unknown field {quote(name)}")
+        fields[name] = value
+    if _token(tokens, f"{where}: close object") != Delim("}"):
+        raise DrainAnnotationError(f"{where} must end with a JSON object")
+    _check_text(f"{where} cluster", fields["cluster"])
+    _check_text(f"{where} reason", fields["reason"])
     return Drain(cluster=fields["cluster"], reason=fields["reason"])
 
 

@@ -37,6 +37,35 @@ from ome_routing.core.weights import AllFailedPolicy, WeightInput, compute_weigh
 
 PLACED = "Placed"
 
+# OME's condition messages, word for word; `{}` stands where OME prints a count.
+MSG_NOT_PLACED = "InferenceService is not Placed; no homes to route to yet"
+MSG_NO_ADDRESSABLE_HOME = "placed, but no admitted home reports an addressable endpoint"
+MSG_ALL_HOMES_UNREADY = (
+    "{} home(s) addressable but none has ready replicas; all route weights are zero"
+)
+MSG_TRAFFIC_DRAIN = "manual traffic-drain overrides set all {} route arm(s) to zero"
+MSG_NO_ROUTABLE_CAPACITY = (
+    "{} home(s) addressable but none has positive routable capacity; all route weights are zero"
+)
+MSG_ALL_HOMES_PROBE_FAILED_PRESERVED = (
+    "{} home(s) have conclusive probe failures; preserving traffic among homes with ready capacity"
+)
+MSG_ALL_HOMES_PROBE_FAILED = "{} home(s) have conclusive probe failures; all route weights are zero"
+MSG_ROUTABLE = "{} home(s) serving"
+MSG_OVERRIDES_PENDING = "{} traffic-drain annotation override(s) pending; no matching routable arm"
+MSG_OVERRIDES_APPLIED = (
+    "{} of {} traffic-drain annotation override(s) active across {} route arm(s); "
+    "inspect spec.entries[].drainRefs"
+)
+MSG_NO_OVERRIDES = "no traffic-drain annotation override is configured"
+MSG_CAPACITY_POLLING_DISABLED = "endpoint capacity polling is disabled"
+MSG_NO_CAPACITY_TARGETS = "no addressable homes require endpoint capacity"
+MSG_ENDPOINT_CAPACITY_AVAILABLE = "endpoint capacity is available for all {} home(s)"
+MSG_ENDPOINT_CAPACITY_UNAVAILABLE = (
+    "{} of {} home(s) are using control-plane capacity; "
+    "inspect spec.entries[].capacity.fallbackReason"
+)
+
 
 class PollingState(StrEnum):
     """Whether a capacity poll applies to the service."""
@@ -161,7 +190,13 @@ def capacity_fallback_homes(inp: MapInput) -> int:
 
 
 def entry_to_json(entry: Entry) -> dict[str, Any]:
-    """An entry as the TrafficMap stores it: zero counts, unset factor and empty lists omitted."""
+    """An entry as OME stores it.
+
+    `weight`, `healthy` and `capacity` are always written; `allocated` and `ready` are
+    left out when 0, `reported` is kept at 0 (a ceiling of 0 is a real report), and an
+    empty endpoint, unset factor, missing fallback reason and empty `drainRefs` are
+    left out.
+    """
     capacity: dict[str, Any] = {}
     if entry.capacity.allocated:
         capacity["allocated"] = entry.capacity.allocated
@@ -176,11 +211,10 @@ def entry_to_json(entry: Entry) -> dict[str, Any]:
         capacity["fallbackReason"] = entry.capacity.fallback_reason
     result: dict[str, Any] = {
         "cluster": entry.cluster,
-        "endpoint": entry.endpoint,
-        "weight": entry.weight,
-        "healthy": entry.healthy,
-        "capacity": capacity,
     }
+    if entry.endpoint:
+        result["endpoint"] = entry.endpoint
+    result |= {"weight": entry.weight, "healthy": entry.healthy, "capacity": capacity}
     if entry.drain_refs:
         result["drainRefs"] = list(entry.drain_refs)
     return result
@@ -220,144 +254,108 @@ def _routable(
     weights: Sequence[int],
     before_drains: Sequence[int],
 ) -> Condition:
-    """`Routable`, taking the first reason that applies, in this order.
+    """`Routable`, as OME decides it: the first reason that applies, in this order.
 
     1. `NotPlaced`, then `NoAddressableHome`: the table is empty, and why.
     2. Some weight is positive: `True`, with `AllHomesProbeFailed` when the probe
-       gates every home and `PreserveTraffic` kept the weights, else `Routable`.
+       gates every home (so `PreserveTraffic` kept the weights), else `Routable`.
     3. Every weight is 0:
-       - `AllHomesProbeFailed` when the probe gates every home and its policy does
-         not preserve traffic (`Drain`, or none given);
        - `TrafficDrain` when drains took away every positive weight;
        - `AllHomesUnready` when no home has a ready replica;
-       - `NoRoutableCapacity` otherwise: no home that the probe leaves open has both
-         allocated and ready replicas (a ceiling of 0, or nothing admitted).
+       - `NoRoutableCapacity` when no home has both allocated and ready replicas;
+       - `AllHomesProbeFailed` when the probe gates every home;
+       - `NoRoutableCapacity` otherwise.
+
+    Each count is the number of entries in the table.
     """
     if not inp.placed:
-        return Condition(
-            ROUTABLE,
-            FALSE,
-            RoutableReason.NOT_PLACED,
-            f"status.placement.phase is not {PLACED}, so the table is empty",
-        )
+        return Condition(ROUTABLE, FALSE, RoutableReason.NOT_PLACED, MSG_NOT_PLACED)
     if not homes:
         return Condition(
-            ROUTABLE,
-            FALSE,
-            RoutableReason.NO_ADDRESSABLE_HOME,
-            "placed, but no admitted cluster reports an endpoint, so the table is empty",
+            ROUTABLE, FALSE, RoutableReason.NO_ADDRESSABLE_HOME, MSG_NO_ADDRESSABLE_HOME
         )
     total = len(homes)
     all_gated = all(h.probe_gated for h in homes)
-    positive = sum(1 for w in weights if w > 0)
-    if positive:
+    if any(w > 0 for w in weights):
         if all_gated:
             return Condition(
                 ROUTABLE,
                 TRUE,
                 RoutableReason.ALL_HOMES_PROBE_FAILED,
-                f"{total} home(s) have conclusive probe failures; "
-                "preserving traffic among homes with ready capacity",
+                MSG_ALL_HOMES_PROBE_FAILED_PRESERVED.format(total),
             )
+        return Condition(ROUTABLE, TRUE, RoutableReason.ROUTABLE, MSG_ROUTABLE.format(total))
+    if any(w > 0 for w in before_drains):
         return Condition(
-            ROUTABLE,
-            TRUE,
-            RoutableReason.ROUTABLE,
-            f"{positive} of {total} home(s) have a positive weight",
+            ROUTABLE, FALSE, RoutableReason.TRAFFIC_DRAIN, MSG_TRAFFIC_DRAIN.format(total)
         )
-    if all_gated and inp.all_failed_policy is not AllFailedPolicy.PRESERVE_TRAFFIC:
+    if not any(h.ready > 0 for h in homes):
+        return Condition(
+            ROUTABLE, FALSE, RoutableReason.ALL_HOMES_UNREADY, MSG_ALL_HOMES_UNREADY.format(total)
+        )
+    routable = [min(h.ready, c.allocated) for h, c in zip(homes, capacities, strict=True)]
+    if all_gated and any(r > 0 for r in routable):
         return Condition(
             ROUTABLE,
             FALSE,
             RoutableReason.ALL_HOMES_PROBE_FAILED,
-            f"{total} home(s) have conclusive probe failures; all route weights are zero",
-        )
-    drained = [h.cluster for h, w in zip(homes, before_drains, strict=True) if w > 0]
-    if drained:
-        return Condition(
-            ROUTABLE,
-            FALSE,
-            RoutableReason.TRAFFIC_DRAIN,
-            f"drains hold every home with a positive weight: {', '.join(drained)}",
-        )
-    if not any(h.ready > 0 for h in homes):
-        return Condition(
-            ROUTABLE,
-            FALSE,
-            RoutableReason.ALL_HOMES_UNREADY,
-            f"none of the {total} home(s) has a ready replica",
+            MSG_ALL_HOMES_PROBE_FAILED.format(total),
         )
     return Condition(
         ROUTABLE,
         FALSE,
         RoutableReason.NO_ROUTABLE_CAPACITY,
-        f"no home open to traffic has both allocated and ready replicas "
-        f"(allocated: {_counts(homes, [c.allocated for c in capacities])})",
+        MSG_NO_ROUTABLE_CAPACITY.format(total),
     )
 
 
-def _counts(homes: Sequence[HomeInput], values: Sequence[int]) -> str:
-    return ", ".join(f"{h.cluster}={v}" for h, v in zip(homes, values, strict=True))
-
-
 def _override_active(drains: Mapping[str, Drain], entries: Sequence[Entry]) -> Condition:
+    """`OverrideActive`: applied overrides are the distinct IDs across `drainRefs`."""
     if not drains:
-        return Condition(
-            OVERRIDE_ACTIVE, FALSE, OverrideReason.NO_OVERRIDES, "the service has no drains"
-        )
-    held = sorted({ref for e in entries for ref in e.drain_refs})
-    if held:
-        holding = sum(1 for e in entries if e.drain_refs)
+        return Condition(OVERRIDE_ACTIVE, FALSE, OverrideReason.NO_OVERRIDES, MSG_NO_OVERRIDES)
+    applied = {ref for e in entries for ref in e.drain_refs}
+    if not applied:
         return Condition(
             OVERRIDE_ACTIVE,
-            TRUE,
-            OverrideReason.OVERRIDES_APPLIED,
-            f"{len(held)} drain(s) hold {holding} home(s): {', '.join(held)}",
+            FALSE,
+            OverrideReason.OVERRIDES_PENDING,
+            MSG_OVERRIDES_PENDING.format(len(drains)),
         )
-    unmatched = sorted({d.cluster for d in drains.values()})
+    arms = sum(1 for e in entries if e.drain_refs)
     return Condition(
         OVERRIDE_ACTIVE,
-        FALSE,
-        OverrideReason.OVERRIDES_PENDING,
-        f"{len(drains)} drain(s) name no cluster in the table: {', '.join(unmatched)}",
+        TRUE,
+        OverrideReason.OVERRIDES_APPLIED,
+        MSG_OVERRIDES_APPLIED.format(len(applied), len(drains), arms),
     )
 
 
 def _capacity_fallback(polling: PollingState, homes: int, fallback: int) -> Condition:
-    """`CapacityFallback`: whether polling applies comes first, then an empty table."""
-    if polling is PollingState.DISABLED:
+    """`CapacityFallback`: whether polling applies comes first, then an empty table.
+
+    A poll turned off (`disabled: true`) and a poll set nowhere read the same, as in OME.
+    """
+    if polling is not PollingState.ON:
         return Condition(
             CAPACITY_FALLBACK,
             FALSE,
             FallbackReason.CAPACITY_POLLING_DISABLED,
-            "capacity polling is disabled by spec.routing.capacity.disabled",
-        )
-    if polling is PollingState.NOT_CONFIGURED:
-        return Condition(
-            CAPACITY_FALLBACK,
-            FALSE,
-            FallbackReason.CAPACITY_POLLING_NOT_CONFIGURED,
-            "no capacity poll is set in the chart's routing.capacity "
-            "or the service's spec.routing.capacity",
+            MSG_CAPACITY_POLLING_DISABLED,
         )
     if homes == 0:
         return Condition(
-            CAPACITY_FALLBACK,
-            FALSE,
-            FallbackReason.NO_CAPACITY_TARGETS,
-            "the table has no homes to poll",
+            CAPACITY_FALLBACK, FALSE, FallbackReason.NO_CAPACITY_TARGETS, MSG_NO_CAPACITY_TARGETS
         )
     if fallback:
         return Condition(
             CAPACITY_FALLBACK,
             TRUE,
             FallbackReason.ENDPOINT_CAPACITY_UNAVAILABLE,
-            f"{fallback} of {homes} home(s) are using control-plane capacity; "
-            "inspect spec.entries[].capacity.fallbackReason",
+            MSG_ENDPOINT_CAPACITY_UNAVAILABLE.format(fallback, homes),
         )
     return Condition(
         CAPACITY_FALLBACK,
         FALSE,
         FallbackReason.ENDPOINT_CAPACITY_AVAILABLE,
-        f"endpoint capacity is available for all {homes} home(s)",
+        MSG_ENDPOINT_CAPACITY_AVAILABLE.format(homes),
     )

@@ -232,7 +232,7 @@ class Controller:
         if tmap is None:
             tmap = await self._create(key, routed.uid, spec)
         elif tmap.get("spec") != spec:
-            tmap = await self._patch(key, {"spec": spec}, status=False)
+            tmap = await self._patch(key, reconcile.spec_patch(tmap, spec), status=False)
         await self._write_status(key, tmap, routed.uid, reconcile.routed_conditions(view))
         self._metrics.set_fallback_homes(
             namespace, name, view.fallback_homes if routed.poll is not None else None

@@ -5,9 +5,23 @@ says what kind of service this is:
 
 - `Unrouted`: routing is off for it (or it is gone); delete our map if there is one.
 - `NotOurs`: a TrafficMap of that name is controlled by something else; leave it alone.
-- `Frozen`: its routing spec, drain annotation or placement status is unusable; keep the
+- `Frozen`: its placement, routing spec or drain annotation is unusable; keep the
   last table, stop polling its homes, and say so in `Published` (reason `InvalidOwner`).
 - `Routed`: the homes to poll and everything the table follows from.
+
+The checks run in OME's order, and the first failure wins:
+
+1. The service is gone or being deleted: `Unrouted`.
+2. An accepted placement plan without `policy: ClusterAffinity`: `Frozen`.
+3. Routing is off (the chart, or `spec.routing.enabled: false`) or the service has no
+   `spec.placement`: `Unrouted`, before any validation.
+4. `validate placement intent: ...` (`spec.placement`), then a malformed
+   `status.placement` (`read placement: ...`).
+5. `validate routing policy: ...`.
+6. `parse ome.io/traffic-drain: ...`.
+7. `resolve capacity policy: ...`.
+8. The existing map: controlled by another owner, or recording another source UID,
+   is `NotOurs`. So a policy error beats a foreign map.
 
 `desired_spec` and `desired_status` then give the map's spec and status for a routed
 service, given each home's verdict; the controller writes only what differs.
@@ -26,9 +40,17 @@ from ome_routing.core.capacity import Verdict
 from ome_routing.core.conditions import FALSE, Condition, merge_conditions
 from ome_routing.core.config import OperatorConfig
 from ome_routing.core.drains import ANNOTATION, DrainAnnotationError, Drains, parse_drains
-from ome_routing.core.placement import Placement, PlacementError, read_placement
+from ome_routing.core.placement import (
+    PLAN_NEEDS_CLUSTER_AFFINITY,
+    Placement,
+    PlacementError,
+    PlacementIntentError,
+    plan_lacks_cluster_affinity,
+    read_placement,
+)
 from ome_routing.core.policy import PolicyError, PollMode, RoutingPolicy, resolve_routing_policy
 from ome_routing.core.pollrules import CapacityPolicy
+from ome_routing.core.quoting import quote
 from ome_routing.core.trafficmap import (
     HomeInput,
     MapInput,
@@ -46,13 +68,14 @@ PUBLISHED = "Published"
 WITHDRAWN = Condition(
     PUBLISHED, FALSE, "Withdrawn", "no global endpoint is configured, so the table is not published"
 )
+#: OME's publisher reports a map whose owner it can't trust (here: a frozen map) so.
 INVALID_OWNER = Condition(
-    PUBLISHED,
-    FALSE,
-    "InvalidOwner",
-    "the InferenceService's routing spec cannot be used; the table keeps its last weights "
-    "until it is fixed (the controller log has the error)",
+    PUBLISHED, FALSE, "InvalidOwner", "TrafficMap owner identity is invalid or stale"
 )
+#: OME wraps these as the steps of its reconcile.
+VALIDATE_INTENT = "validate placement intent: "
+VALIDATE_POLICY = "validate routing policy: "
+READ_PLACEMENT = "read placement: "
 
 _POLLING_STATE = {
     PollMode.SERVICE: PollingState.ON,
@@ -131,28 +154,67 @@ def is_routed(isvc: RawObject, config: OperatorConfig) -> bool:
     return isinstance(spec.get("placement"), Mapping)
 
 
+def not_ours_message(tmap: RawObject, uid: str) -> str | None:
+    """OME's error for a map that this service (UID `uid`) does not own, else None."""
+    meta = _meta(tmap)
+    key = f"{meta.get('namespace')}/{meta.get('name')}"
+    if controller_uid(tmap) != uid:
+        return f"TrafficMap {key} exists but is not controlled by InferenceService UID {quote(uid)}"
+    source = (tmap.get("status") or {}).get("sourceUID")
+    if source and source != uid:
+        return (
+            f"TrafficMap {key} source UID {quote(str(source))} does not match "
+            f"InferenceService UID {quote(uid)}"
+        )
+    return None
+
+
 def plan(isvc: RawObject | None, tmap: RawObject | None, config: OperatorConfig) -> Plan:
-    if isvc is None or not is_routed(isvc, config):
-        owner = controller_uid(tmap) if tmap is not None else None
-        ours = owner is not None and (isvc is None or owner == _meta(isvc).get("uid"))
-        return Unrouted(delete_map=ours)
+    """What this service's map needs, checking in OME's order (see the module docstring)."""
+    if isvc is None or _meta(isvc).get("deletionTimestamp"):
+        return _unrouted(isvc, tmap)
     meta = _meta(isvc)
     uid = str(meta.get("uid"))
-    if tmap is not None and controller_uid(tmap) != uid:
-        return NotOurs(
-            f"TrafficMap {meta.get('namespace')}/{meta.get('name')} exists but is not controlled by "
-            f"InferenceService UID {uid}"
-        )
     spec = isvc.get("spec") or {}
+    status = isvc.get("status") or {}
+    if config.routing_active and plan_lacks_cluster_affinity(spec, status):
+        return Frozen(PLAN_NEEDS_CLUSTER_AFFINITY, uid)
+    if not is_routed(isvc, config):
+        return _unrouted(isvc, tmap)
+    try:
+        placement = read_placement(spec, status)
+    except PlacementIntentError as err:
+        return Frozen(VALIDATE_INTENT + str(err), uid)
+    except PlacementError as err:
+        return Frozen(READ_PLACEMENT + str(err), uid)
+    policy: RoutingPolicy | None = None
+    policy_error: PolicyError | None = None
     try:
         policy = resolve_routing_policy(spec.get("routing"), config)
+    except PolicyError as err:
+        policy_error = err
+    # The policy's own rules come before the drains, and the rules that depend on this
+    # build or the chart after them: `resolve_routing_policy` judges the former first.
+    if policy_error is not None and str(policy_error).startswith(VALIDATE_POLICY):
+        return Frozen(str(policy_error), uid)
+    try:
         drains = parse_drains((meta.get("annotations") or {}).get(ANNOTATION))
-        placement = read_placement(spec, isvc.get("status") or {})
-    except (PolicyError, DrainAnnotationError) as err:
+    except DrainAnnotationError as err:
         return Frozen(str(err), uid)
-    except PlacementError as err:
-        return Frozen(f"read placement: {err}", uid)
+    if policy_error is not None:
+        return Frozen(str(policy_error), uid)
+    assert policy is not None
+    if tmap is not None:
+        foreign = not_ours_message(tmap, uid)
+        if foreign is not None:
+            return NotOurs(foreign)
     return Routed(uid, int(meta.get("generation") or 0), placement, policy, drains)
+
+
+def _unrouted(isvc: RawObject | None, tmap: RawObject | None) -> Unrouted:
+    owner = controller_uid(tmap) if tmap is not None else None
+    ours = owner is not None and (isvc is None or owner == _meta(isvc).get("uid"))
+    return Unrouted(delete_map=ours)
 
 
 def build_view(routed: Routed, verdicts: Mapping[str, Verdict | None]) -> TrafficMapView:
@@ -174,12 +236,32 @@ def build_view(routed: Routed, verdicts: Mapping[str, Verdict | None]) -> Traffi
 
 
 def desired_spec(name: str, routed: Routed, view: TrafficMapView) -> dict[str, Any]:
-    return {
-        "service": name,
-        "mode": routed.placement.mode,
-        "observedISVCGeneration": routed.generation,
-        "entries": entries_to_json(view),
-    }
+    """The map's spec, omitting what OME omits: an unset plan ID, mode or generation,
+    and an empty table."""
+    spec: dict[str, Any] = {}
+    if routed.placement.plan_id:
+        spec["placementPlanID"] = routed.placement.plan_id
+    spec["service"] = name
+    if routed.placement.mode:
+        spec["mode"] = routed.placement.mode
+    if routed.generation:
+        spec["observedISVCGeneration"] = routed.generation
+    entries = entries_to_json(view)
+    if entries:
+        spec["entries"] = entries
+    return spec
+
+
+def spec_patch(tmap: RawObject, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch that replaces the map's whole spec with `spec`.
+
+    A merge patch keeps every key that it does not name, so a field that `spec` leaves
+    out (an emptied table, a mode removed from the placement) is set to null, which
+    removes it; lists such as `entries` are replaced whole.
+    """
+    stored = tmap.get("spec") or {}
+    removed = {key: None for key in stored if key not in spec}
+    return {"spec": {**removed, **spec}}
 
 
 def new_map(namespace: str, name: str, uid: str, spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -208,14 +290,20 @@ def new_map(namespace: str, name: str, uid: str, spec: Mapping[str, Any]) -> dic
 def desired_status(
     tmap: RawObject, uid: str, conditions: Sequence[Condition], now: datetime
 ) -> dict[str, Any]:
-    """The map's status with `conditions` merged in (times kept where nothing changed)."""
+    """The map's status with `conditions` merged in (times kept where nothing changed).
+
+    A map that the service `uid` does not control keeps its status as it is: nothing
+    is written to it. `published` is the publisher's, and OME leaves it out while false,
+    so it is not written here.
+    """
     status = dict(tmap.get("status") or {})
+    if controller_uid(tmap) != uid:
+        return status
     generation = int(_meta(tmap).get("generation") or 0)
     status["conditions"] = merge_conditions(
         status.get("conditions") or [], conditions, now, generation
     )
     status["sourceUID"] = uid
-    status["published"] = False
     return status
 
 

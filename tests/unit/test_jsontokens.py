@@ -1,0 +1,156 @@
+"""The JSON token stream reads and fails as Go's encoding/json Decoder does."""
+
+from __future__ import annotations
+
+import pytest
+
+from ome_routing.core.jsontokens import (
+    Delim,
+    GoJSONError,
+    Token,
+    TokenStream,
+    format_token,
+    quote_char,
+)
+
+
+def tokens(text: str) -> list[Token]:
+    stream = TokenStream(text)
+    found: list[Token] = []
+    while True:
+        try:
+            found.append(stream.token())
+        except GoJSONError as err:
+            assert err.eof, str(err)
+            return found
+
+
+def first_error(text: str) -> str:
+    stream = TokenStream(text)
+    with pytest.raises(GoJSONError) as caught:
+        while True:
+            stream.token()
+    return str(caught.value)
+
+
+def test_tokens_of_a_document_skip_commas_and_colons() -> None:
+    assert tokens('{"a": [1, true, null, "x"], "b": -2.5e1}') == [
+        Delim("{"),
+        "a",
+        Delim("["),
+        1.0,
+        True,
+        None,
+        "x",
+        Delim("]"),
+        "b",
+        -25.0,
+        Delim("}"),
+    ]
+
+
+def test_nothing_but_space_is_eof() -> None:
+    with pytest.raises(GoJSONError) as caught:
+        TokenStream(" \n\t").token()
+    assert (str(caught.value), caught.value.eof) == ("EOF", True)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("x", "invalid character 'x' looking for beginning of value"),
+        ('"abc', "unexpected EOF"),
+        ('"a\nb"', "invalid character '\\n' in string literal"),
+        ('"\\q"', "invalid character 'q' in string escape code"),
+        ('"\\u12x4"', "invalid character 'x' in \\u hexadecimal character escape"),
+        ("tru", "unexpected EOF"),
+        ("trUe", "invalid character 'U' in literal true (expecting 'u')"),
+        ("nul!", "invalid character '!' in literal null (expecting 'l')"),
+        ("-x", "invalid character 'x' in numeric literal"),
+        ("1.x", "invalid character 'x' after decimal point in numeric literal"),
+        ("1e+", "unexpected EOF"),
+        ("1ex", "invalid character 'x' in exponent of numeric literal"),
+        ("1e999", "json: cannot unmarshal number 1e999 into Go value of type float64"),
+        ('{"a" 1}', "invalid character '1' after object key"),
+        ('{"a":1 "b":2}', "invalid character '\"' after object key:value pair"),
+        ('{"a":1,}', "invalid character '}' looking for beginning of object key string"),
+        ("{1:2}", "invalid character '1'"),
+        ("[1 2]", "invalid character '2' after array element"),
+        ("[1,]", "invalid character ']' looking for beginning of value"),
+        ("}", "invalid character '}' looking for beginning of value"),
+        ("'x'", "invalid character '\\'' looking for beginning of value"),
+    ],
+)
+def test_syntax_errors_carry_gos_text(text: str, message: str) -> None:
+    assert first_error(text) == message
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "error"),
+    [
+        ('{"k":"v"}', "v", None),
+        ('{"k":null}', "", None),
+        ('{"k":7}', None, "json: cannot unmarshal number into Go value of type string"),
+        ('{"k":false}', None, "json: cannot unmarshal bool into Go value of type string"),
+        ('{"k":[1]}', None, "json: cannot unmarshal array into Go value of type string"),
+        ('{"k":{"x":1}}', None, "json: cannot unmarshal object into Go value of type string"),
+        ('{"k" "v"}', None, "expected colon after object key"),
+        ('{"k":', None, "EOF"),
+        ('{"k":[1', None, "unexpected EOF"),
+    ],
+)
+def test_a_value_decoded_into_a_string(text: str, value: str | None, error: str | None) -> None:
+    stream = TokenStream(text)
+    assert stream.token() == Delim("{")
+    assert stream.token() == "k"
+    if error is None:
+        assert stream.string_value() == value
+        assert stream.token() == Delim("}")
+        return
+    with pytest.raises(GoJSONError) as caught:
+        stream.string_value()
+    assert str(caught.value) == error
+
+
+def test_more_is_false_at_a_closing_delimiter_or_the_end() -> None:
+    stream = TokenStream('{"a":"b"}')
+    assert stream.more()
+    stream.token()
+    assert stream.more()
+    stream.token()
+    stream.string_value()
+    assert not stream.more()
+    stream.token()
+    assert not stream.more()
+
+
+def test_escaped_surrogate_pairs_join_and_a_lone_one_is_replaced() -> None:
+    assert tokens('"\\ud83d\\ude00"') == ["\U0001f600"]
+    assert tokens('"a\\ud83db"') == ["a\ufffdb"]
+
+
+@pytest.mark.parametrize(
+    ("token", "shown"),
+    [
+        (Delim("{"), "{"),
+        ("text", "text"),
+        (None, "<nil>"),
+        (True, "true"),
+        (5.0, "5"),
+        (-0.0, "-0"),
+        (1.5, "1.5"),
+        (1e20, "100000000000000000000"),
+        (1e21, "1e+21"),
+        (1e-05, "1e-05"),
+    ],
+)
+def test_tokens_print_as_gos_percent_v(token: Token, shown: str) -> None:
+    assert format_token(token) == shown
+
+
+@pytest.mark.parametrize(
+    ("char", "shown"),
+    [("x", "'x'"), ("'", "'\\''"), ('"', "'\"'"), ("\x01", "'\\x01'"), ("\t", "'\\t'")],
+)
+def test_characters_are_named_as_gos_scanner_names_them(char: str, shown: str) -> None:
+    assert quote_char(char) == shown
