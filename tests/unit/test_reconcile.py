@@ -320,6 +320,16 @@ def test_a_drain_error_comes_before_a_capacity_resolution_error() -> None:
     assert decision == Frozen(DRAIN_ERROR, UID)
 
 
+def test_routing_and_deprecated_placement_factors_together_freeze_the_map() -> None:
+    isvc = an_isvc(capacityFactors={"worker-a": "2"})
+    isvc["spec"]["placement"]["capacityFactors"] = {"worker-a": "2"}
+    assert reconcile.plan(isvc, a_map(), chart()) == Frozen(
+        "validate routing policy: spec.routing.capacityFactors and deprecated "
+        "spec.placement.capacityFactors must not both be set",
+        UID,
+    )
+
+
 @pytest.mark.parametrize(
     ("isvc", "message"),
     [

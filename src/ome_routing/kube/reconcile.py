@@ -190,7 +190,7 @@ def plan(isvc: RawObject | None, tmap: RawObject | None, config: OperatorConfig)
     policy: RoutingPolicy | None = None
     policy_error: PolicyError | None = None
     try:
-        policy = resolve_routing_policy(spec.get("routing"), config)
+        policy = resolve_routing_policy(spec.get("routing"), config, spec.get("placement"))
     except PolicyError as err:
         policy_error = err
     # The policy's own rules come before the drains, and the rules that depend on this
