@@ -72,6 +72,7 @@ def _digest(policy: CapacityPolicy) -> str:
     return capacity_policy_digest(policy)
 
 
+@lru_cache(maxsize=4096)
 def _target(endpoint: str) -> str:
     """The endpoint as OME identifies it, or as given if it is not a usable URL."""
     try:
