@@ -145,7 +145,7 @@ async def test_a_url_that_cannot_be_polled_is_an_invalid_target() -> None:
     result = await check_reporter("ftp://127.0.0.1/capacity")
     assert (result.exit_code, result.output) == (
         1,
-        'capacity target is invalid: endpoint "ftp://127.0.0.1/capacity" must be an http or https URL\n',
+        'capacity target is invalid: endpoint URL "ftp://127.0.0.1/capacity" must use HTTP or HTTPS\n',
     )
 
 

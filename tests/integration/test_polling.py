@@ -93,36 +93,64 @@ def reason_for(body: bytes) -> str:
         ),
         pytest.param("http://host:8080/", "/capacity", "http://host:8080/capacity", id="slash"),
         pytest.param(
-            "https://llm.example.com/a/b/", "/capacity", "https://llm.example.com/a/b/capacity"
+            "https://llm.example.com/a/b/",
+            "/capacity",
+            "https://llm.example.com/a/b/capacity",
+            id="endpoint with a trailing slash",
+        ),
+        pytest.param(
+            "http://h/a/b", "/../capacity", "http://h/a/capacity", id="dot-dot segment cleaned"
+        ),
+        pytest.param("http://h/a", "/./capacity", "http://h/a/capacity", id="dot segment cleaned"),
+        pytest.param(
+            "http://h/a", "/capacity/", "http://h/a/capacity/", id="trailing slash of the path kept"
+        ),
+        pytest.param(
+            "HTTP://LLM.Example.COM/Qwen",
+            "/capacity",
+            "http://llm.example.com/Qwen/capacity",
+            id="scheme and host lower-cased, path kept",
+        ),
+        pytest.param("http://h/a#top", "/capacity", "http://h/a/capacity", id="fragment dropped"),
+        pytest.param(
+            "http://h/a?x=1", "/capacity", "http://h/a/capacity?x=1", id="query kept, as OME does"
         ),
     ],
 )
-def test_the_poll_url_is_the_endpoint_followed_by_the_path(
+def test_the_poll_url_is_the_endpoint_joined_with_the_path_as_ome_joins_them(
     endpoint: str, path: str, expected: str
 ) -> None:
-    assert str(join_poll_url(endpoint, path)) == expected
+    assert join_poll_url(endpoint, path) == expected
+    assert str(build_request(endpoint, path, "GET").url) == expected
 
 
 @pytest.mark.parametrize(
     ("endpoint", "reason"),
     [
-        ("", "capacity target is invalid: endpoint is empty"),
+        ("", 'capacity target is invalid: endpoint URL "" must be absolute'),
         (
             "ftp://host",
-            'capacity target is invalid: endpoint "ftp://host" must be an http or https URL',
+            'capacity target is invalid: endpoint URL "ftp://host" must use HTTP or HTTPS',
         ),
         (
             "host:8080",
-            'capacity target is invalid: endpoint "host:8080" must be an http or https URL',
-        ),
-        ("http://", 'capacity target is invalid: endpoint "http://" has no host'),
-        (
-            "http://h:99999",
-            'capacity target is invalid: endpoint "http://h:99999" is not a URL: Port out of range 0-65535',
+            'capacity target is invalid: endpoint URL "host:8080" must be absolute',
         ),
         (
-            "http://h/x?a=1",
-            'capacity target is invalid: endpoint "http://h/x?a=1" must not carry a query or fragment',
+            "llm.example.com",
+            'capacity target is invalid: endpoint URL "llm.example.com" must be absolute',
+        ),
+        ("http://", 'capacity target is invalid: endpoint URL "http://" must be absolute'),
+        ("http:llm", 'capacity target is invalid: endpoint URL "http:llm" must be absolute'),
+        (
+            "http://h:x",
+            'capacity target is invalid: parse endpoint URL: parse "http://h:x": '
+            'invalid port ":x" after host',
+        ),
+        (
+            "http://h/%zz",
+            'capacity target is invalid: parse endpoint URL: parse "http://h/%zz": '
+            'invalid URL escape "%zz"',
         ),
         (
             "http://u:secret@h",
@@ -132,25 +160,17 @@ def test_the_poll_url_is_the_endpoint_followed_by_the_path(
 )
 def test_an_unusable_endpoint_is_an_invalid_target(endpoint: str, reason: str) -> None:
     with pytest.raises(PollFailure) as caught:
-        join_poll_url(endpoint, "/capacity")
+        build_request(endpoint, "/capacity", "GET")
     assert caught.value.reason == reason
     assert caught.value.outcome is Outcome.INVALID_REQUEST
 
 
-@pytest.mark.parametrize(
-    ("path", "reason"),
-    [
-        ("capacity", 'capacity request URL is invalid: path "capacity" must start with "/"'),
-        (
-            "/cap\nacity",
-            "capacity request URL is invalid: 'http://h/cap\\nacity' contains a control character",
-        ),
-    ],
-)
-def test_a_path_that_cannot_follow_the_endpoint_is_an_invalid_url(path: str, reason: str) -> None:
+def test_a_port_out_of_range_is_unreachable() -> None:
+    """Go parses any port number and fails to dial it: the home is unreachable."""
     with pytest.raises(PollFailure) as caught:
-        join_poll_url("http://h", path)
-    assert caught.value.reason == reason
+        build_request("http://h:99999", "/capacity", "GET")
+    assert caught.value.reason == "capacity endpoint unreachable: address 99999: invalid port"
+    assert caught.value.outcome is Outcome.UNREACHABLE
 
 
 @pytest.mark.parametrize("method", ["HEAD", "PUT", "get", ""])

@@ -20,10 +20,11 @@ from ome_routing.observer import (
     Outcome,
     PollClient,
     PollCounts,
+    PollEvent,
     RequestBudget,
 )
 from ome_routing.observer.observer import WORKER_NAME
-from ome_routing.observer.scheduling import first_offset, next_due, stable_fraction
+from ome_routing.observer.scheduling import advance, first_offset, stable_fraction
 
 from .conftest import NOW, Handler, Reporter, a_report, seconds
 
@@ -142,14 +143,125 @@ def test_the_first_poll_offset_is_the_same_in_every_process(key: object, fractio
 
 
 @pytest.mark.parametrize(
-    ("due", "now", "expected"),
-    [(10.0, 10.2, 20.0), (10.0, 19.9, 20.0), (10.0, 25.0, 25.0)],
-    ids=["on time", "late within the period", "later than the next due time"],
+    ("deadline", "now", "expected"),
+    [
+        (None, 10.0, 20.0),
+        (15.0, 10.0, 15.0),
+        (10.0, 10.0, 20.0),
+        (10.0, 10.2, 20.0),
+        (10.0, 19.9, 20.0),
+        (10.0, 20.0, 30.0),
+        (10.0, 25.0, 30.0),
+        (10.0, 47.5, 50.0),
+    ],
+    ids=[
+        "no deadline yet",
+        "deadline still ahead",
+        "on time",
+        "late within the period",
+        "late to the end of the period",
+        "late by exactly one period",
+        "late by more than a period",
+        "late by several periods",
+    ],
 )
-def test_the_next_poll_is_one_period_on_or_at_once_when_late(
-    due: float, now: float, expected: float
+def test_the_next_deadline_advances_to_the_first_period_boundary_after_now(
+    deadline: float | None, now: float, expected: float
 ) -> None:
-    assert next_due(due, 10.0, now) == expected
+    assert advance(deadline, now, 10.0) == expected
+
+
+@dataclass
+class Sent:
+    """Every finished poll's event, as the observer reports it."""
+
+    events: list[PollEvent] = field(default_factory=list)
+
+    def poll_finished(self, event: PollEvent) -> None:
+        self.events.append(event)
+
+    async def first(self, key: object, count: int = 1, timeout: float = 10.0) -> list[PollEvent]:
+        """The key's first `count` polls, once they have finished."""
+        async with asyncio.timeout(timeout):
+            while True:
+                mine = [event for event in self.events if event.key == key]
+                if len(mine) >= count:
+                    return mine[:count]
+                await asyncio.sleep(0.01)
+
+
+def a_key_with_offset(period: float, low: float, high: float) -> str:
+    """A key whose spread first poll falls within [low, high) of the period."""
+    return next(
+        key
+        for key in (f"ns/isvc-{i}/worker-a" for i in range(1000))
+        if low <= first_offset(key, period) < high
+    )
+
+
+async def test_a_home_added_while_running_is_polled_at_once(reporter: StartReporter) -> None:
+    """OME polls a new home at once: its first poll is due when it is added, not spread."""
+    server = await reporter(reporting())
+    sent = Sent()
+    key = a_key_with_offset(30.0, 10.0, 30.0)  # spread, it would wait 10s or more
+    async with PollClient(RequestBudget(4), 65536) as client:
+        observer = Observer(client, lambda k, v: None, clock=lambda: NOW, stats=sent)
+        await observer.start()
+        loop = asyncio.get_running_loop()
+        before = loop.time()
+        observer.set_home(key, server.base, a_policy(period="30s"))
+        after = loop.time()
+        [first] = await sent.first(key)
+        await observer.stop()
+    assert before <= first.started <= after
+    assert first.outcome is Outcome.OK
+
+
+async def test_homes_held_at_start_are_spread_over_their_first_period(
+    reporter: StartReporter,
+) -> None:
+    """A restart does not send every poll at once: each first poll has its stable offset."""
+    server = await reporter(reporting())
+    sent = Sent()
+    keys = [a_key_with_offset(1.0, 0.0, 0.3), a_key_with_offset(1.0, 0.6, 0.9)]
+    async with PollClient(RequestBudget(4), 65536) as client:
+        observer = Observer(client, lambda k, v: None, clock=lambda: NOW, stats=sent)
+        for key in keys:
+            observer.set_home(key, server.base, a_policy(period="1s"))
+        loop = asyncio.get_running_loop()
+        before = loop.time()
+        await observer.start()
+        after = loop.time()
+        firsts = [(await sent.first(key))[0] for key in keys]
+        await observer.stop()
+    for key, first in zip(keys, firsts, strict=True):
+        offset = first_offset(key, 1.0)
+        assert before + offset <= first.started <= after + offset
+
+
+async def test_a_poll_that_fell_behind_moves_to_the_next_period_boundary(
+    reporter: StartReporter,
+) -> None:
+    """A poll that waited more than a period for its slot keeps its cadence afterwards.
+
+    One slot; a slow home holds it for 0.5s while a fast home with a 0.2s period is
+    due. The fast home's next poll is due on a boundary of its schedule (a whole number
+    of periods after its first deadline), not at the moment its late poll ended.
+    """
+    slow = await reporter(reporting(delay=0.5))
+    fast = await reporter(reporting())
+    sent = Sent()
+    async with PollClient(RequestBudget(1), 65536) as client:
+        observer = Observer(client, lambda k, v: None, clock=lambda: NOW, stats=sent)
+        await observer.start()
+        observer.set_home("slow", slow.base, a_policy(period="30s"))
+        observer.set_home("fast", fast.base, a_policy(period="200ms"))
+        first, second = await sent.first("fast", 2)
+        await observer.stop()
+    assert first.waited >= 0.2  # it fell behind by more than a period
+    periods = (second.started - first.started) / 0.2
+    assert periods >= 2
+    assert periods == pytest.approx(round(periods), abs=1e-6)
 
 
 async def test_a_home_is_never_polled_twice_at_once(
@@ -407,12 +519,11 @@ async def test_an_endpoint_that_cannot_be_polled_shows_why_at_once(watch: WatchF
     verdict = w.observer.set_home("a", "ftp://reporter.example", a_policy())
     assert verdict == Verdict(
         None,
-        'capacity target is invalid: endpoint "ftp://reporter.example" must be an http or https URL',
+        'capacity target is invalid: endpoint URL "ftp://reporter.example" must use HTTP or HTTPS',
     )
-    bad_path = w.observer.set_home("b", "http://127.0.0.1:9", a_policy(path="capacity"))
-    assert (
-        bad_path.fallback_reason
-        == 'capacity request URL is invalid: path "capacity" must start with "/"'
+    relative = w.observer.set_home("b", "reporter.example/capacity", a_policy())
+    assert relative.fallback_reason == (
+        'capacity target is invalid: endpoint URL "reporter.example/capacity" must be absolute'
     )
 
 

@@ -8,6 +8,14 @@ spec and status only where they differ from what the API server holds, so a stea
 state makes no writes. Every run starts with a fresh observer: a restart or a new
 leader starts every home over with no readings.
 
+A home is the observer's by OME's key (`HomeKey`): the owner's UID, the map, the
+cluster, the canonical endpoint and the capacity poll's digest. So a service deleted
+and created again under the same name, a new endpoint, or any changed poll setting
+starts the home over with an empty window, and the same endpoint spelled differently
+(`HTTP://Host/` and `http://host`) does not. The homes of the services the caches hold
+when a run starts are handed to the observer before it starts, so their first polls
+are spread over a period; a home that appears later is polled at once, as OME does.
+
 Errors: a bad spec freezes one map (logged once per change of the error); an API
 failure requeues the one key with a capped backoff; neither stops the controller.
 """
@@ -20,13 +28,16 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
 
 from ome_routing.core.capacity import Verdict
 from ome_routing.core.config import OperatorConfig
+from ome_routing.core.digests import capacity_policy_digest
+from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.kube import reconcile
 from ome_routing.kube.reconcile import Frozen, NotOurs, Routed, Unrouted
 from ome_routing.kube.resources import FIELD_MANAGER, InferenceService, TrafficMap, WorkloadCluster
@@ -34,13 +45,54 @@ from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
 from ome_routing.observer.budget import RequestBudget
+from ome_routing.observer.failures import PollFailure
 from ome_routing.observer.observer import Observer, PollEvent
-from ome_routing.observer.polling import PollClient
+from ome_routing.observer.polling import PollClient, poll_target
 
 log = logging.getLogger("ome_routing.controller")
 
 ServiceKey = tuple[str, str]
-HomeKey = tuple[str, str, str]
+
+
+class HomeKey(NamedTuple):
+    """OME's identity of a home's capacity window: any change starts a new window."""
+
+    owner_uid: str
+    namespace: str
+    name: str
+    cluster: str
+    #: the canonical endpoint (as given, if it has none: the observer then says why)
+    endpoint: str
+    #: `capacity_policy_digest` of the poll
+    digest: str
+
+
+@lru_cache(maxsize=1024)
+def _digest(policy: CapacityPolicy) -> str:
+    return capacity_policy_digest(policy)
+
+
+@lru_cache(maxsize=4096)
+def _target(endpoint: str) -> str:
+    """The endpoint as OME identifies it, or as given if it is not a usable URL."""
+    try:
+        return poll_target(endpoint)
+    except PollFailure:
+        return endpoint
+
+
+def home_keys(key: ServiceKey, routed: Routed | None) -> dict[str, HomeKey]:
+    """cluster -> `HomeKey` of the homes a service polls now (none while polling is off)."""
+    poll = routed.poll if routed is not None else None
+    if routed is None or poll is None:
+        return {}
+    namespace, name = key
+    digest = _digest(poll)
+    return {
+        cluster: HomeKey(routed.uid, namespace, name, cluster, _target(endpoint), digest)
+        for cluster, endpoint in routed.targets().items()
+    }
+
 
 #: A full pass over every service, in case an event was lost.
 RESYNC_SECONDS = 600.0
@@ -78,7 +130,7 @@ class Controller:
             lambda budget, limit: PollClient(budget, limit)
         )
         self._queue: WorkQueue[ServiceKey] = WorkQueue()
-        self._homes_of: dict[ServiceKey, set[str]] = {}
+        self._homes_of: dict[ServiceKey, set[HomeKey]] = {}
         self._logged: dict[ServiceKey, str] = {}
         self._retries: dict[ServiceKey, int] = {}
         self._observer: Observer | None = None
@@ -110,6 +162,7 @@ class Controller:
             await asyncio.gather(
                 self._isvcs.synced.wait(), self._maps.synced.wait(), clusters.synced.wait()
             )
+            self._hold_existing_homes()
             await observer.start()
             for _ in range(limits.max_concurrent_reconciles):
                 tasks.append(asyncio.create_task(self._worker(), name="reconcile"))
@@ -127,6 +180,21 @@ class Controller:
             await poll_client.close()
             self._queue.close()
             self._metrics.homes.set(0)
+
+    def _hold_existing_homes(self) -> None:
+        """Hand the observer the homes of every routed service before it starts.
+
+        The observer spreads the first polls of the homes it holds when it starts; the
+        reconciles that follow find them in place and keep their schedule.
+        """
+        assert self._isvcs is not None and self._maps is not None
+        for key, isvc in self._isvcs.cache.items():
+            try:
+                decision = reconcile.plan(isvc, self._maps.cache.get(key), self._config)
+            except Exception:  # the reconcile meets it again, and reports it
+                continue
+            if isinstance(decision, Routed):
+                self._sync_homes(key, decision)
 
     async def _resync(self) -> None:
         while True:
@@ -156,8 +224,7 @@ class Controller:
                 self._queue.add(service_key)
 
     def _on_verdict_change(self, key: Any, verdict: Verdict) -> None:
-        namespace, name, _ = key
-        self._queue.add((namespace, name))
+        self._queue.add((key.namespace, key.name))
 
     # --- the work loop ----------------------------------------------------------
 
@@ -196,7 +263,7 @@ class Controller:
         tmap = self._maps.cache.get(key)
         decision = reconcile.plan(isvc, tmap, self._config)
         if isinstance(decision, Unrouted):
-            self._sync_homes(key, {}, None)
+            self._sync_homes(key, None)
             self._logged.pop(key, None)
             self._metrics.forget_map(namespace, name)
             if decision.delete_map and tmap is not None:
@@ -204,12 +271,12 @@ class Controller:
                 return "deleted"
             return "skipped"
         if isinstance(decision, NotOurs):
-            self._sync_homes(key, {}, None)
+            self._sync_homes(key, None)
             self._log_once(key, decision.message)
             self._metrics.forget_map(namespace, name)
             return "skipped"
         if isinstance(decision, Frozen):
-            self._sync_homes(key, {}, None)
+            self._sync_homes(key, None)
             self._log_once(key, decision.message)
             self._metrics.forget_map(namespace, name)
             if tmap is not None:
@@ -222,11 +289,10 @@ class Controller:
         self, key: ServiceKey, routed: Routed, tmap: RawObject | None
     ) -> str:
         namespace, name = key
-        targets = routed.targets()
-        self._sync_homes(key, targets, routed)
+        homes = self._sync_homes(key, routed)
         observer = self._observer
         assert observer is not None
-        verdicts = {cluster: observer.verdict((namespace, name, cluster)) for cluster in targets}
+        verdicts = {cluster: observer.verdict(home) for cluster, home in homes.items()}
         view = reconcile.build_view(routed, verdicts)
         spec = reconcile.desired_spec(name, routed, view)
         if tmap is None:
@@ -241,22 +307,23 @@ class Controller:
 
     # --- observer homes ---------------------------------------------------------
 
-    def _sync_homes(
-        self, key: ServiceKey, targets: Mapping[str, str], routed: Routed | None
-    ) -> None:
+    def _sync_homes(self, key: ServiceKey, routed: Routed | None) -> dict[str, HomeKey]:
+        """Make the observer's homes of one service the ones it polls now; cluster -> key."""
         observer = self._observer
         assert observer is not None
-        namespace, name = key
-        current = self._homes_of.get(key, set())
-        for cluster in current - targets.keys():
-            observer.remove_home((namespace, name, cluster))
-        if targets and routed is not None and routed.poll is not None:
-            for cluster, endpoint in targets.items():
-                observer.set_home((namespace, name, cluster), endpoint, routed.poll)
-            self._homes_of[key] = set(targets)
+        poll = routed.poll if routed is not None else None
+        wanted = home_keys(key, routed)
+        keep = set(wanted.values())
+        for home in self._homes_of.get(key, set()) - keep:
+            observer.remove_home(home)
+        if poll is not None and keep:
+            for home in keep:
+                observer.set_home(home, home.endpoint, poll)
+            self._homes_of[key] = keep
         else:
             self._homes_of.pop(key, None)
         self._metrics.homes.set(len(observer))
+        return wanted
 
     def _log_once(self, key: ServiceKey, message: str) -> None:
         if self._logged.get(key) != message:

@@ -4,7 +4,9 @@ It schedules one poll per home, shares the request budget, and hands readings an
 failures to the core. It never computes weights.
 
 - `RequestBudget` (budget): the `maxConcurrentRequests` slots polls and probes share.
-- `PollClient`, `build_request`, `request_for_url`, `join_poll_url` (polling): one poll.
+- `PollClient`, `build_request`, `request_for_url`, `join_poll_url`, `poll_target`
+  (polling): one poll, and its URL as OME builds it (`urls`: Go's `url.Parse`, OME's
+  canonical endpoint, Go's `url.JoinPath`).
 - `Observer` (observer): one schedule and one window per home; verdict changes.
 - `failures`: the fallback reason families, and `Outcome` for counting polls.
 - `tune_gc` (tuning): the garbage-collector settings the controller applies at startup.
@@ -26,6 +28,7 @@ from ome_routing.observer.polling import (
     PollResult,
     build_request,
     join_poll_url,
+    poll_target,
     request_for_url,
 )
 from ome_routing.observer.tuning import tune_gc
@@ -45,6 +48,7 @@ __all__ = [
     "Slot",
     "build_request",
     "join_poll_url",
+    "poll_target",
     "request_for_url",
     "tune_gc",
     "wall_clock",

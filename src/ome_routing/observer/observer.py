@@ -1,15 +1,28 @@
 """The capacity observer: one schedule per home, each home's window, verdict changes.
 
-Each home is polled every `period` (the first poll placed within the first period by a
-stable hash of its key), never two polls of one home at once, all within the shared
-`RequestBudget` of its `PollClient`. The homes wait on one schedule (`DueQueue`), and
-as many workers as the budget has slots take the due ones, earliest first: a home that
-is due while every worker is busy waits there, and that wait counts as its wait for a
-slot. Between polls a timer judges a home again when its window says the verdict can
-change (a reading reaching `maxAge`). Readings and failures go to the core's window
-functions, with the wall clock from the one injected `clock`; the observer never
-computes weights. A home that changes or goes while its poll is underway has that poll
-cancelled, and its worker moves on.
+Each home is polled every `period`, never two polls of one home at once, all within
+the shared `RequestBudget` of its `PollClient`. When the first poll goes out:
+
+- A home added (or started over by a new endpoint or policy) while the observer runs
+  is polled at once, as OME polls a new home: with the guide's `quorum: 3` and
+  `period: 10s`, a ceiling about 20 seconds later.
+- The homes the observer holds when it starts (those of a controller that starts or
+  gains leadership) are spread over their first period by a stable hash of their key
+  (`scheduling.first_offset`), so that a restart does not send every poll at once.
+
+After that, each poll's next deadline advances from the one it was due at, by whole
+periods, to the first boundary after the poll went out (`scheduling.advance`, OME's
+deadline advance): a poll that fell behind lands on the next period boundary instead
+of drifting, and is never followed by a burst of the polls it missed.
+
+The homes wait on one schedule (`DueQueue`), and as many workers as the budget has
+slots take the due ones, earliest first: a home that is due while every worker is busy
+waits there, and that wait counts as its wait for a slot. Between polls a timer judges
+a home again when its window says the verdict can change (a reading reaching
+`maxAge`). Readings and failures go to the core's window functions, with the wall
+clock from the one injected `clock`; the observer never computes weights. A home that
+changes or goes while its poll is underway has that poll cancelled, and its worker
+moves on.
 
 `on_change(key, verdict)` is called, from the event loop, whenever an existing home's
 verdict changes (a ceiling appears, changes or goes, or its fallback reason changes,
@@ -47,7 +60,7 @@ from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.observer import failures
 from ome_routing.observer.failures import Outcome, PollFailure
 from ome_routing.observer.polling import PollClient, PollRequest, build_request
-from ome_routing.observer.scheduling import DueQueue, first_offset, next_due
+from ome_routing.observer.scheduling import DueQueue, advance, first_offset
 
 log = logging.getLogger("ome_routing.observer")
 
@@ -199,7 +212,7 @@ class Observer:
         fresh = self._new_home(key, endpoint, policy)
         self._homes[key] = fresh
         if self._phase is _Phase.RUNNING:
-            self._launch(fresh)
+            self._launch(fresh, spread=False)
         if home is not None and fresh.verdict != home.verdict:
             self._on_change(key, fresh.verdict)
         return fresh.verdict
@@ -224,7 +237,10 @@ class Observer:
     # --- start and stop -----------------------------------------------------------
 
     async def start(self) -> None:
-        """Start every home over with an empty window, and start polling."""
+        """Start every home over with an empty window, and start polling.
+
+        The first polls of the homes held now are spread over their first period.
+        """
         if self._phase is _Phase.RUNNING:
             return
         await self._drain()  # a stop that did not wait for its workers
@@ -237,7 +253,7 @@ class Observer:
         for key, old in list(self._homes.items()):
             home = self._new_home(key, old.endpoint, old.policy)
             self._homes[key] = home
-            self._launch(home)
+            self._launch(home, spread=True)
             if home.verdict != old.verdict:
                 self._on_change(key, home.verdict)
 
@@ -280,11 +296,15 @@ class Observer:
             window = record_failure(window, request.reason)
         return _Home(key, endpoint, policy, request, window, verdict_at(window, self._clock()))
 
-    def _launch(self, home: _Home) -> None:
+    def _launch(self, home: _Home, *, spread: bool) -> None:
+        """Schedule a home's first poll: at once, or spread over its first period."""
         if isinstance(home.request, PollFailure):
             return  # nothing to send: the verdict shows why, until the home changes
-        loop = asyncio.get_running_loop()
-        self._schedule(home, loop.time() + first_offset(home.key, home.policy.period.seconds))
+        now = asyncio.get_running_loop().time()
+        if spread:
+            self._schedule(home, now + first_offset(home.key, home.policy.period.seconds))
+        else:
+            self._schedule(home, now)
 
     def _retire(self, home: _Home) -> None:
         home.retired = True
@@ -380,8 +400,12 @@ class Observer:
         request = home.request
         assert not isinstance(request, PollFailure)
         policy = home.policy
+        period = policy.period.seconds
         due = home.due
         picked = loop.time()
+        # the next deadline advances as the poll goes out: the first period boundary
+        # after now, counted from the deadline this poll was due at
+        following = advance(due, picked, period)
         home.polling = task
         try:
             result = await self._client.poll(request, policy.timeout, task)
@@ -405,8 +429,6 @@ class Observer:
             home.window = record_failure(home.window, result.reason)
             outcome = result.outcome
         at = loop.time()
-        period = policy.period.seconds
-        following = next_due(due, period, at)
         # when a reading will age out matters only to a home that waits for its next
         # poll; one that is due again at once (the budget is saturated) is judged then
         waits = at < following

@@ -1,7 +1,8 @@
 """One capacity poll over HTTP: the request, the byte cap, and the failure it maps to.
 
 A poll is one request with the poll's `method` (GET or POST) and no body, to the
-entry's `endpoint` followed by the poll's `path`. It sends no credentials (no cookies,
+entry's `endpoint` followed by the poll's `path`, joined as OME joins them (`urls`:
+the canonical endpoint, then Go's `url.JoinPath`), once per home. It sends no credentials (no cookies,
 no authorization, nothing from the environment: no proxy, no netrc), follows no
 redirects, asks for the body as it is (`Accept-Encoding: identity`) and does not
 decompress it, and reads at most `maxResponseBytes` bytes of the body.
@@ -20,8 +21,7 @@ fallback reason; `PollClient.poll` returns it in a `PollResult` instead of raisi
 from __future__ import annotations
 
 import asyncio
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, NamedTuple
 
@@ -30,18 +30,19 @@ from yarl import URL
 
 from ome_routing import __version__
 from ome_routing.core.durations import Duration
+from ome_routing.core.quoting import quote
 from ome_routing.core.report import Reading, ReportError, parse_report
 from ome_routing.observer import failures
 from ome_routing.observer.budget import RequestBudget
 from ome_routing.observer.deadlines import Deadlines
 from ome_routing.observer.failures import Outcome, PollFailure
+from ome_routing.observer.urls import GoURL, URLError, canonical_endpoint, join_path, parse_url
 
 METHODS = ("GET", "POST")
 #: Idle keep-alive connections close after this long. Reuse helps homes that share a
 #: host (a shared ingress) and are polled often; homes on distinct hosts polled every
 #: `period` seconds would otherwise each hold an idle socket.
 DEFAULT_KEEPALIVE_SECONDS = 5.0
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: `Accept-Encoding: identity` asks for the body as it is: the observer never decompresses.
 #: Naming it here, rather than skipping aiohttp's default, keeps its per-request header
 #: work on the short path.
@@ -75,45 +76,21 @@ class PollResult(NamedTuple):
     latency: float
 
 
-def _check_endpoint(text: str) -> URL:
-    if not text:
-        raise failures.invalid_target("endpoint is empty")
-    if _CONTROL.search(text):
-        raise failures.invalid_target(f"endpoint {text!r} contains a control character")
-    try:
-        url = URL(text)
-    except ValueError as err:
-        raise failures.invalid_target(f'endpoint "{text}" is not a URL: {err}') from None
-    if url.user is not None or url.password is not None:
-        shown = url.with_user(None)
-        raise failures.invalid_target(f'endpoint "{shown}" must not carry credentials')
-    if url.scheme not in ("http", "https"):
-        raise failures.invalid_target(f'endpoint "{text}" must be an http or https URL')
-    if not url.host:
-        raise failures.invalid_target(f'endpoint "{text}" has no host')
-    if url.port == 0:
-        raise failures.invalid_target(f'endpoint "{text}" has port 0')
-    if url.raw_query_string or url.raw_fragment or "?" in text or "#" in text:
-        raise failures.invalid_target(f'endpoint "{text}" must not carry a query or fragment')
-    return url
+def _sendable(text: str) -> URL:
+    """The URL as the client sends it, escaped exactly as written.
 
-
-def join_poll_url(endpoint: str, path: str) -> URL:
-    """The poll URL: the endpoint followed by the path, with one `/` between them.
-
-    `http://llm.worker-a.example.com/qwen3-0-6b/qwen3-0-6b` and `/capacity` give
-    `http://llm.worker-a.example.com/qwen3-0-6b/qwen3-0-6b/capacity`.
+    Go's parser takes any port number, and its dialer refuses one out of range; the
+    client refuses it on building the URL, with the same outcome.
     """
-    _check_endpoint(endpoint)
-    if not path.startswith("/"):
-        raise failures.invalid_url(f'path "{path}" must start with "/"')
-    joined = endpoint.rstrip("/") + path
-    if _CONTROL.search(joined):
-        raise failures.invalid_url(f"{joined!r} contains a control character")
     try:
-        return URL(joined)
+        url = URL(text, encoded=True)
+        url.explicit_port  # noqa: B018 - checks the port, which the URL reads lazily
+        return url
     except ValueError as err:
-        raise failures.invalid_url(f'"{joined}": {err}') from None
+        if "port" in str(err).lower():
+            port = text.split("//", 1)[-1].split("/", 1)[0].rpartition(":")[2]
+            raise failures.unreachable(f"address {port}: invalid port") from None
+        raise failures.unbuildable(f"{quote(text)}: {err}") from None
 
 
 def _check_method(method: str) -> str:
@@ -122,14 +99,63 @@ def _check_method(method: str) -> str:
     return method
 
 
+def _without_credentials(endpoint: GoURL) -> GoURL:
+    """The poll sends no credentials, so an endpoint that carries some is refused."""
+    if endpoint.userinfo is not None:
+        shown = replace(endpoint, userinfo=None)
+        raise failures.invalid_target(f"endpoint {quote(str(shown))} must not carry credentials")
+    return endpoint
+
+
+def poll_target(endpoint: str) -> str:
+    """The endpoint as OME identifies it (`CanonicalEndpoint`), or the invalid-target failure."""
+    try:
+        canonical = canonical_endpoint(endpoint)
+    except URLError as err:
+        raise failures.invalid_target(str(err)) from None
+    return str(_without_credentials(canonical))
+
+
+def join_poll_url(endpoint: str, path: str) -> str:
+    """The poll URL: `url.JoinPath` of the canonical endpoint and the path, as OME builds it.
+
+    `http://llm.worker-a.example.com/qwen3-0-6b/qwen3-0-6b` and `/capacity` give
+    `http://llm.worker-a.example.com/qwen3-0-6b/qwen3-0-6b/capacity`.
+    """
+    target = poll_target(endpoint)
+    try:
+        return join_path(target, path)
+    except URLError as err:
+        raise failures.invalid_url(f"join endpoint and capacity path: {err}") from None
+
+
+def _request(url: str, method: str) -> PollRequest:
+    try:
+        parse_url(url)  # as Go's `http.NewRequest` parses the URL again
+    except URLError as err:
+        raise failures.unbuildable(str(err)) from None
+    return PollRequest(url=_sendable(url), method=_check_method(method))
+
+
 def build_request(endpoint: str, path: str, method: str) -> PollRequest:
-    """The request for a home's endpoint and its poll's path and method."""
-    return PollRequest(url=join_poll_url(endpoint, path), method=_check_method(method))
+    """The request for a home's endpoint and its poll's path and method.
+
+    Built once for a home, not for each poll: the URL work is done here.
+    """
+    return _request(join_poll_url(endpoint, path), method)
 
 
 def request_for_url(url: str, method: str) -> PollRequest:
-    """The request for a full poll URL, checked as an endpoint is."""
-    return PollRequest(url=_check_endpoint(url), method=_check_method(method))
+    """The request for a full poll URL, sent as written: absolute, http or https."""
+    try:
+        parsed = parse_url(url)
+    except URLError as err:
+        raise failures.invalid_target(f"parse endpoint URL: {err}") from None
+    if not parsed.scheme or not parsed.host or parsed.opaque:
+        raise failures.invalid_target(f"endpoint URL {quote(url)} must be absolute")
+    if parsed.scheme not in ("http", "https"):
+        raise failures.invalid_target(f"endpoint URL {quote(url)} must use HTTP or HTTPS")
+    return _request(str(_without_credentials(parsed)), method)
 
 
 def _out_of_time(answered: bool, timeout: Duration) -> PollFailure:

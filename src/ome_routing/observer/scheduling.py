@@ -1,10 +1,12 @@
-"""When a home is polled: a stable first offset, then every `period`.
+"""When a home is polled: at once or at a stable offset, then every `period`.
 
-After a restart every home would otherwise be due at once. Each home's first poll is
-instead placed within the first period by a hash of its key that does not change
-between processes (Python's `hash` does), so the load spreads evenly and stays where
-it was. Pure arithmetic on loop-clock seconds, and the queue of homes by due time
-(`DueQueue`); the observer does the waiting.
+A home that appears while the controller runs is polled at once, as OME does. After a
+restart every home would be due at once too, so the homes held at start are placed
+within their first period by a hash of their key that does not change between
+processes (Python's `hash` does): the load spreads evenly and stays where it was.
+Later deadlines advance by whole periods (`advance`, OME's arithmetic). Pure
+arithmetic on loop-clock seconds, and the queue of homes by due time (`DueQueue`); the
+observer does the waiting.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
@@ -32,14 +35,21 @@ def first_offset(key: Hashable, period: float) -> float:
     return stable_fraction(key) * period
 
 
-def next_due(due: float, period: float, now: float) -> float:
-    """The poll after the one due at `due`: one period later, or now if that has passed.
+def advance(deadline: float | None, now: float, period: float) -> float:
+    """The deadline after a poll that goes out at `now`: OME's deadline advance.
 
-    A poll that ran late (a long wait for a request slot) is followed by the next one
-    at once, not by a burst of the polls it missed.
+    A deadline still ahead stays. One that has passed moves on by whole periods to the
+    first boundary after `now`, so a poll that ran late keeps its cadence: it neither
+    drifts by its lateness nor is followed by a burst of the polls it missed. With no
+    deadline yet, the next is one period from now.
     """
-    following = due + period
-    return following if following > now else now
+    if deadline is None:
+        return now + period
+    if deadline > now:
+        return deadline
+    following = deadline + (math.floor((now - deadline) / period) + 1) * period
+    # the float division may land a hair short of the boundary after `now`
+    return following if following > now else following + period
 
 
 class DueQueue(Generic[T]):
