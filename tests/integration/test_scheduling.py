@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from aiohttp import web
 
-from ome_routing.core.capacity import NO_REPORT_YET, Verdict, awaiting_quorum_reason, expired_reason
+from ome_routing.core.capacity import NO_REPORT_YET, Verdict, awaiting_quorum_reason
+from ome_routing.core.durations import Duration
 from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.core.report import FUTURE, stale_reason
 from ome_routing.observer import (
@@ -389,7 +390,7 @@ async def test_readings_that_age_out_between_polls_take_the_ceiling_away(
         key, server.base, a_policy(period="2s", samples=1, quorum=1, max_age="300ms")
     )
     await w.until(key, Verdict(5, None))
-    await w.until(key, Verdict(None, expired_reason(0, 1)))
+    await w.until(key, Verdict(None, stale_reason(Duration.parse("300ms"))))
     assert len(server.requests) == 1
 
 
