@@ -176,7 +176,7 @@ async def test_placement_endpoint_shows_conditions_and_each_home(
     assert field_values(table, "Final weight") == ["1; healthy=true", "2; healthy=true"]
     assert field_values(table, "Route evidence") == [
         "drains=0; fallback=NotRecorded",
-        "drains=0; fallback=HTTPStatus",
+        "drains=0; fallback=HTTPError",
     ]
     assert "Capacity source" not in table
 
@@ -225,8 +225,9 @@ async def test_placement_endpoint_json_and_yaml_print_the_whole_report(
     assert report["kind"] == "PlacementEndpointReport"
     assert report["trafficMap"]["namespace"] == namespace
     worker_b = report["homes"][1]
-    assert worker_b["capacity"]["fallbackReason"] == "capacity endpoint returned HTTP 404"
-    assert worker_b["fallbackCode"] == "HTTPStatus"
+    assert worker_b["capacity"]["fallbackReason"] == "HTTPError"
+    assert report["issues"] == []
+    assert "capacity endpoint returned HTTP 404" not in result.stdout
 
 
 async def test_placement_endpoint_takes_the_namespace_of_the_kubeconfig_context(
