@@ -259,6 +259,41 @@ async def test_placement_endpoint_without_a_map_is_an_error(
     assert result.stderr.startswith(f'error: TrafficMap "{namespace}/nothing" not found')
 
 
+async def test_placement_endpoint_counts_a_malformed_reason_as_an_issue_and_never_prints_it(
+    control_plane: LocalControlPlane,
+    plugin_env: dict[str, str],
+    kube_client: AsyncClient,
+    namespace: str,
+    trafficmap: str,
+) -> None:
+    """A reason with a control character is `MalformedPayload`, in OME's issue row too."""
+    reason = "capacity endpoint unreachable: private-reporter\nInjected   row"
+    await kube_client.patch(
+        TrafficMap,
+        trafficmap,
+        [{"op": "replace", "path": "/spec/entries/1/capacity/fallbackReason", "value": reason}],
+        namespace=namespace,
+        patch_type=PatchType.JSON,
+    )
+    outputs = {
+        output: await run_ome(
+            control_plane, plugin_env, "placement", "endpoint", trafficmap, "-n", namespace,
+            "-o", output,
+        )
+        for output in ("table", "wide", "json", "yaml")
+    }  # fmt: skip
+    for output, result in outputs.items():
+        assert result.returncode == 0, result.stderr
+        assert "private-reporter" not in result.stdout, output
+    table = outputs["table"].stdout
+    assert field_values(table, "Route evidence")[1] == "drains=0; fallback=MalformedPayload"
+    assert field_values(table, "Issue") == ["CapacityFallbackReasons: MalformedPayload (1)"]
+    report = json.loads(outputs["json"].stdout)
+    assert report["issues"] == [
+        {"group": "CapacityFallbackReasons", "code": "MalformedPayload", "count": 1}
+    ]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
