@@ -178,7 +178,7 @@ async def test_placement_endpoint_shows_conditions_and_each_home(
         "drains=0; fallback=NotRecorded",
         "drains=0; fallback=HTTPError",
     ]
-    assert "Capacity source" not in table
+    assert "Capacity proven..." not in table
 
 
 async def test_placement_endpoint_wide_adds_the_capacity_rows(
@@ -196,7 +196,7 @@ async def test_placement_endpoint_wide_adds_the_capacity_rows(
         "wide",
     )
     assert result.returncode == 0, result.stderr
-    assert field_values(result.stdout, "Capacity source") == ["Endpoint", "ControlPlane"]
+    assert field_values(result.stdout, "Capacity proven...") == ["Endpoint", "ControlPlane"]
     assert field_values(result.stdout, "Allocated count") == ["1 (Reported)", "2 (Reported)"]
     assert field_values(result.stdout, "Reported capacity") == ["1", "NotRecorded"]
 

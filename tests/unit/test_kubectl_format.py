@@ -249,12 +249,12 @@ class TestEndpointTable:
             "drains=0; fallback=NotRecorded",
             "drains=0; fallback=NotRecorded",
         ]
-        assert "Capacity source" not in dict(rows)
+        assert "Capacity provenance" not in dict(rows)
 
     def test_wide_adds_capacity_source_and_counts(self) -> None:
         tmap = a_trafficmap(a_home("worker-a", reports=3), a_home("worker-b", reports=1))
         rows = rows_of(tmap, wide=True)
-        assert values(rows, "Capacity source") == ["ControlPlane", "Endpoint"]
+        assert values(rows, "Capacity provenance") == ["ControlPlane", "Endpoint"]
         assert values(rows, "Allocated count") == ["2 (Reported)", "1 (Reported)"]
         assert values(rows, "Ready count") == ["2 (Reported)", "2 (Reported)"]
         assert values(rows, "Reported capacity") == ["3", "1"]
@@ -411,6 +411,20 @@ class TestTable:
         message = actions.APPLIED_MESSAGE
         assert cut(message, 56) == "API accepted traffic annotation request; not TrafficM..."
         assert cut("short", 56) == "short"
+
+    def test_a_long_field_is_cut_to_18_characters(self) -> None:
+        """As OME's tables: `TrafficMap Returned` prints as `TrafficMap Retu...`."""
+        table = render_fields([("TrafficMap Returned", "2"), ("Capacity fallback", "x")])
+        assert [line.split("   ")[0] for line in table.splitlines()[1:]] == [
+            "TrafficMap Retu...",
+            "Capacity fallback",
+        ]
+
+    def test_wide_shows_the_capacity_provenance_row_cut_as_ome_does(self) -> None:
+        tmap = a_trafficmap(a_home("worker-a", reports=1))
+        table = format_endpoint_table(endpoint_report(tmap, NOW), wide=True)
+        rows = [line.split() for line in table.splitlines() if line.startswith("Capacity prov")]
+        assert rows == [["Capacity", "proven...", "Endpoint"]]
 
     def test_a_value_cannot_forge_a_row(self) -> None:
         table = render_fields([("Reason", "ok\nInjected   row")])

@@ -211,7 +211,7 @@ def endpoint_rows(report: Mapping[str, Any], *, wide: bool) -> list[Row]:
         if wide:
             rows += [
                 (
-                    "Capacity source",
+                    "Capacity provenance",
                     _show(capacity.get("source") or "UnknownOrDefaultedControlPlane"),
                 ),
                 ("Allocated count", _count(capacity.get("allocated"))),
