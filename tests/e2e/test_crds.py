@@ -75,7 +75,11 @@ def apply_poll(
         pytest.param({**POLL, "timeout": "0s"}, "timeout must be positive", id="timeout-zero"),
         pytest.param({**POLL, "timeout": "-3s"}, "timeout must be positive", id="timeout-neg"),
         pytest.param({**POLL, "period": "0s"}, "period must be positive", id="period-zero"),
-        pytest.param({**POLL, "period": "10"}, "spec.routing.capacity", id="period-unitless"),
+        pytest.param(
+            {**POLL, "period": "10"},
+            "evaluating rule: period must be positive",
+            id="period-unitless",
+        ),
         pytest.param(
             {**POLL, "path": "capacity"},
             "spec.routing.capacity.path in body should match '^/'",
