@@ -1,4 +1,9 @@
-"""The CRDs' own rules, as the API server applies them to `kubectl apply`."""
+"""The InferenceService and WorkloadCluster CRDs' rules, as the real API server applies them.
+
+Each rule of OME v1.3's `spec.routing` schema is tried against kube-apiserver with
+`kubectl apply`: the capacity poll's markers and CEL rules (with the mistakes the
+specification says the API server accepts), and the publisher options' bounds.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from crd_helpers import apply, assert_applied, get
 
 from ome_routing.devcluster import LocalControlPlane
 
@@ -19,59 +25,104 @@ POLL = {
     "timeout": "3s",
     "maxAge": "40s",
 }
+ENABLED = (
+    "an enabled capacity poll must specify path, method, format, period, timeout, samples, "
+    "quorum, and maxAge"
+)
+DISABLED = "disabled must not be combined with capacity configuration fields"
+OPTIONS = (
+    "publisher option keys must contain 1-128 characters and values must contain 1-4096 characters"
+)
+
+# --- helpers ------------------------------------------------------------------------------
 
 
-def apply(plane: LocalControlPlane, namespace: str, capacity: dict[str, Any]) -> tuple[int, str]:
-    manifest = {
+def an_isvc(namespace: str, routing: dict[str, Any]) -> dict[str, Any]:
+    return {
         "apiVersion": "ome.io/v1beta1",
         "kind": "InferenceService",
         "metadata": {"name": "svc", "namespace": namespace},
-        "spec": {"placement": {"mode": "All"}, "routing": {"capacity": capacity}},
+        "spec": {"placement": {"mode": "All"}, "routing": routing},
     }
-    result = plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest), check=False)
-    return result.returncode, result.stdout + result.stderr
+
+
+def apply_poll(
+    plane: LocalControlPlane, namespace: str, capacity: dict[str, Any]
+) -> tuple[int, str]:
+    return apply(plane, an_isvc(namespace, {"capacity": capacity}))
+
+
+# --- InferenceService spec.routing.capacity -------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("capacity", "message"),
     [
-        (
-            {"path": "/capacity", "method": "GET"},
-            "an enabled capacity poll must specify path, method, format, period, timeout, samples, quorum, and maxAge",
+        pytest.param({"path": "/capacity", "method": "GET"}, ENABLED, id="incomplete"),
+        pytest.param({}, ENABLED, id="empty"),
+        pytest.param({"disabled": False}, ENABLED, id="disabled-false-counts-as-enabled"),
+        pytest.param({**POLL, "disabled": False, "maxAge": None}, ENABLED, id="no-maxAge"),
+        pytest.param({"disabled": True, "path": "/capacity"}, DISABLED, id="disabled-and-path"),
+        pytest.param(
+            {"disabled": True, "options": {"a": "b"}}, DISABLED, id="disabled-and-options"
         ),
-        (
-            {},
-            "an enabled capacity poll must specify path, method, format, period, timeout, samples, quorum, and maxAge",
+        pytest.param({**POLL, "samples": 2}, "quorum must not exceed samples", id="quorum"),
+        pytest.param({**POLL, "maxAge": "5s"}, "maxAge must be at least period", id="maxAge"),
+        pytest.param({**POLL, "maxAge": "-40s"}, "maxAge must be at least period", id="maxAge-neg"),
+        pytest.param(
+            {**POLL, "timeout": "10s"}, "timeout must be shorter than period", id="timeout-eq"
         ),
-        ({**POLL, "samples": 2}, "quorum must not exceed samples"),
-        ({**POLL, "maxAge": "5s"}, "maxAge must be at least period"),
-        ({**POLL, "period": "10"}, "spec.routing.capacity.period: Invalid value"),
-        ({**POLL, "timeout": "0s"}, "must be a positive duration such as 10s or 1m30s"),
-        ({**POLL, "maxAge": "-40s"}, "must be a positive duration such as 10s or 1m30s"),
-        (
-            {"disabled": True, "path": "/capacity"},
-            "disabled cannot be combined with other capacity poll fields",
+        pytest.param({**POLL, "timeout": "0s"}, "timeout must be positive", id="timeout-zero"),
+        pytest.param({**POLL, "timeout": "-3s"}, "timeout must be positive", id="timeout-neg"),
+        pytest.param({**POLL, "period": "0s"}, "period must be positive", id="period-zero"),
+        pytest.param(
+            {**POLL, "period": "10"},
+            "evaluating rule: period must be positive",
+            id="period-unitless",
         ),
-        ({**POLL, "method": "HEAD"}, 'Unsupported value: "HEAD"'),
-        ({**POLL, "samples": 0}, "spec.routing.capacity.samples"),
-    ],
-    ids=[
-        "incomplete",
-        "empty",
-        "quorum",
-        "maxAge",
-        "unitless",
-        "zero",
-        "negative",
-        "disabled-and-fields",
-        "method",
-        "samples-0",
+        pytest.param(
+            {**POLL, "path": "capacity"},
+            "spec.routing.capacity.path in body should match '^/'",
+            id="path-pattern",
+        ),
+        pytest.param(
+            {**POLL, "path": ""},
+            "spec.routing.capacity.path in body should be at least 1 chars long",
+            id="path-empty",
+        ),
+        pytest.param(
+            {**POLL, "format": ""},
+            "spec.routing.capacity.format in body should be at least 1 chars long",
+            id="format-empty",
+        ),
+        pytest.param(
+            {**POLL, "method": "PUT"},
+            'spec.routing.capacity.method: Unsupported value: "PUT": supported values: '
+            '"GET", "HEAD", "POST"',
+            id="method",
+        ),
+        pytest.param(
+            {**POLL, "samples": 0},
+            "spec.routing.capacity.samples in body should be greater than or equal to 1",
+            id="samples-0",
+        ),
+        pytest.param(
+            {**POLL, "quorum": 0},
+            "spec.routing.capacity.quorum in body should be greater than or equal to 1",
+            id="quorum-0",
+        ),
+        pytest.param(
+            {**POLL, "options": {"window": 3}},
+            "spec.routing.capacity.options.window in body must be of type string",
+            id="options-not-string",
+        ),
     ],
 )
 def test_the_api_server_refuses_a_broken_poll(
     control_plane: LocalControlPlane, namespace: str, capacity: dict[str, Any], message: str
 ) -> None:
-    code, output = apply(control_plane, namespace, capacity)
+    capacity = {k: v for k, v in capacity.items() if v is not None}
+    code, output = apply_poll(control_plane, namespace, capacity)
     assert code != 0
     assert message in output
 
@@ -79,47 +130,111 @@ def test_the_api_server_refuses_a_broken_poll(
 @pytest.mark.parametrize(
     "capacity",
     [
-        POLL,
-        {"disabled": True},
-        {**POLL, "period": "1m30s", "timeout": "1.5s", "maxAge": "1m30s"},
+        pytest.param(POLL, id="spec-poll"),
+        pytest.param({"disabled": True}, id="disabled"),
+        pytest.param({**POLL, "disabled": False}, id="disabled-false-with-every-field"),
+        pytest.param({**POLL, "method": "HEAD"}, id="head"),
+        pytest.param({**POLL, "method": "POST"}, id="post"),
+        pytest.param(
+            {**POLL, "period": "1m30s", "timeout": "1.5s", "maxAge": "1m30s"}, id="go-durations"
+        ),
+        pytest.param({**POLL, "quorum": 4}, id="quorum-equals-samples"),
+        pytest.param({**POLL, "maxAge": "10s", "quorum": 1}, id="maxAge-equals-period"),
         # Mistakes the controller refuses later, as the specification says the API server accepts them:
-        {**POLL, "maxAge": "20s"},
-        {**POLL, "format": "report"},
-        {**POLL, "period": "500ms", "timeout": "100ms", "maxAge": "2s"},
-        {**POLL, "samples": 200},
-    ],
-    ids=[
-        "spec-poll",
-        "disabled",
-        "go-durations",
-        "maxAge-short",
-        "format-case",
-        "period-short",
-        "samples-many",
+        pytest.param({**POLL, "maxAge": "20s"}, id="maxAge-short"),
+        pytest.param({**POLL, "format": "report"}, id="format-case"),
+        pytest.param(
+            {**POLL, "period": "500ms", "timeout": "100ms", "maxAge": "2s"}, id="period-short"
+        ),
+        pytest.param({**POLL, "samples": 200}, id="samples-many"),
+        pytest.param({**POLL, "options": {"window": "3"}}, id="options-for-report"),
     ],
 )
 def test_the_api_server_accepts_what_the_specification_says_it_does(
     control_plane: LocalControlPlane, namespace: str, capacity: dict[str, Any]
 ) -> None:
-    code, output = apply(control_plane, namespace, capacity)
-    assert code == 0, output
-    assert output.strip() in (
-        "inferenceservice.ome.io/svc created",
-        "inferenceservice.ome.io/svc configured",
-    )
+    assert_applied(*apply_poll(control_plane, namespace, capacity))
 
 
-def test_traffic_maps_answer_to_their_short_names_and_print_their_columns(
-    control_plane: LocalControlPlane, namespace: str
+def test_a_poll_is_stored_as_written(control_plane: LocalControlPlane, namespace: str) -> None:
+    poll = {**POLL, "options": {"window": "3"}}
+    assert_applied(*apply_poll(control_plane, namespace, poll))
+    stored = get(control_plane, "inferenceservice", namespace)
+    assert stored["spec"]["routing"]["capacity"] == poll
+
+
+# --- InferenceService spec.routing, other fields --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("routing", "message"),
+    [
+        pytest.param(
+            {"publisher": {"options": {f"k{i}": "v" for i in range(33)}}},
+            "spec.routing.publisher.options: Too many: 33: must have at most 32 items",
+            id="33-options",
+        ),
+        pytest.param({"publisher": {"options": {"k": ""}}}, OPTIONS, id="empty-value"),
+        pytest.param({"publisher": {"options": {"k" * 129: "v"}}}, OPTIONS, id="key-129"),
+        pytest.param({"publisher": {"options": {"k": "v" * 4097}}}, OPTIONS, id="value-4097"),
+        pytest.param(
+            {"publisher": {"options": {"k": 1}}},
+            "spec.routing.publisher.options.k in body must be of type string",
+            id="value-not-string",
+        ),
+        pytest.param(
+            {"capacityFactors": {"worker-a": "fast"}},
+            "spec.routing.capacityFactors.worker-a",
+            id="factor-not-quantity",
+        ),
+        pytest.param(
+            {"enabled": "yes"},
+            "spec.routing.enabled in body must be of type boolean",
+            id="enabled-not-bool",
+        ),
+    ],
+)
+def test_the_api_server_refuses_broken_routing_fields(
+    control_plane: LocalControlPlane, namespace: str, routing: dict[str, Any], message: str
 ) -> None:
-    tmap = {
+    code, output = apply(control_plane, an_isvc(namespace, routing))
+    assert code != 0
+    assert message in output
+
+
+@pytest.mark.parametrize(
+    "routing",
+    [
+        pytest.param(
+            {"publisher": {"options": {f"k{i}": "v" for i in range(32)}}}, id="32-options"
+        ),
+        pytest.param({"publisher": {"options": {"k" * 128: "v" * 4096}}}, id="longest-option"),
+        pytest.param({"capacityFactors": {"worker-a": "1.5", "worker-b": 2}}, id="factors"),
+        # Only the controller checks that a factor is positive, as in OME.
+        pytest.param({"capacityFactors": {"worker-a": "0"}}, id="factor-zero"),
+        pytest.param({"enabled": False}, id="opt-out"),
+    ],
+)
+def test_the_api_server_accepts_routing_fields_within_omes_bounds(
+    control_plane: LocalControlPlane, namespace: str, routing: dict[str, Any]
+) -> None:
+    assert_applied(*apply(control_plane, an_isvc(namespace, routing)))
+
+
+# --- WorkloadCluster ----------------------------------------------------------------------
+
+
+def test_workload_clusters_answer_to_wlc_and_print_reachable(
+    control_plane: LocalControlPlane,
+) -> None:
+    cluster = {
         "apiVersion": "ome.io/v1beta1",
-        "kind": "TrafficMap",
-        "metadata": {"name": "svc", "namespace": namespace},
-        "spec": {"service": "svc", "mode": "All", "entries": []},
+        "kind": "WorkloadCluster",
+        "metadata": {"name": "crd-columns"},
     }
-    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(tmap))
-    for name in ("trafficmap", "tm", "tmap"):
-        header = control_plane.kubectl("get", name, "-n", namespace).stdout.splitlines()[0].split()
-        assert header == ["NAME", "MODE", "PUBLISHED", "ROUTABLE", "OVERRIDE", "REASON", "AGE"]
-    assert control_plane.kubectl("get", "wlc").returncode == 0
+    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(cluster))
+    try:
+        header = control_plane.kubectl("get", "wlc", "crd-columns").stdout.splitlines()
+        assert header[0].split() == ["NAME", "REACHABLE", "AGE"]
+    finally:
+        control_plane.kubectl("delete", "wlc", "crd-columns", "--wait=false")

@@ -176,9 +176,9 @@ async def test_placement_endpoint_shows_conditions_and_each_home(
     assert field_values(table, "Final weight") == ["1; healthy=true", "2; healthy=true"]
     assert field_values(table, "Route evidence") == [
         "drains=0; fallback=NotRecorded",
-        "drains=0; fallback=HTTPStatus",
+        "drains=0; fallback=HTTPError",
     ]
-    assert "Capacity source" not in table
+    assert "Capacity proven..." not in table
 
 
 async def test_placement_endpoint_wide_adds_the_capacity_rows(
@@ -196,7 +196,7 @@ async def test_placement_endpoint_wide_adds_the_capacity_rows(
         "wide",
     )
     assert result.returncode == 0, result.stderr
-    assert field_values(result.stdout, "Capacity source") == ["Endpoint", "ControlPlane"]
+    assert field_values(result.stdout, "Capacity proven...") == ["Endpoint", "ControlPlane"]
     assert field_values(result.stdout, "Allocated count") == ["1 (Reported)", "2 (Reported)"]
     assert field_values(result.stdout, "Reported capacity") == ["1", "NotRecorded"]
 
@@ -225,8 +225,9 @@ async def test_placement_endpoint_json_and_yaml_print_the_whole_report(
     assert report["kind"] == "PlacementEndpointReport"
     assert report["trafficMap"]["namespace"] == namespace
     worker_b = report["homes"][1]
-    assert worker_b["capacity"]["fallbackReason"] == "capacity endpoint returned HTTP 404"
-    assert worker_b["fallbackCode"] == "HTTPStatus"
+    assert worker_b["capacity"]["fallbackReason"] == "HTTPError"
+    assert report["issues"] == []
+    assert "capacity endpoint returned HTTP 404" not in result.stdout
 
 
 async def test_placement_endpoint_takes_the_namespace_of_the_kubeconfig_context(
@@ -256,6 +257,41 @@ async def test_placement_endpoint_without_a_map_is_an_error(
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr.startswith(f'error: TrafficMap "{namespace}/nothing" not found')
+
+
+async def test_placement_endpoint_counts_a_malformed_reason_as_an_issue_and_never_prints_it(
+    control_plane: LocalControlPlane,
+    plugin_env: dict[str, str],
+    kube_client: AsyncClient,
+    namespace: str,
+    trafficmap: str,
+) -> None:
+    """A reason with a control character is `MalformedPayload`, in OME's issue row too."""
+    reason = "capacity endpoint unreachable: private-reporter\nInjected   row"
+    await kube_client.patch(
+        TrafficMap,
+        trafficmap,
+        [{"op": "replace", "path": "/spec/entries/1/capacity/fallbackReason", "value": reason}],
+        namespace=namespace,
+        patch_type=PatchType.JSON,
+    )
+    outputs = {
+        output: await run_ome(
+            control_plane, plugin_env, "placement", "endpoint", trafficmap, "-n", namespace,
+            "-o", output,
+        )
+        for output in ("table", "wide", "json", "yaml")
+    }  # fmt: skip
+    for output, result in outputs.items():
+        assert result.returncode == 0, result.stderr
+        assert "private-reporter" not in result.stdout, output
+    table = outputs["table"].stdout
+    assert field_values(table, "Route evidence")[1] == "drains=0; fallback=MalformedPayload"
+    assert field_values(table, "Issue") == ["CapacityFallbackReasons: MalformedPayload (1)"]
+    report = json.loads(outputs["json"].stdout)
+    assert report["issues"] == [
+        {"group": "CapacityFallbackReasons", "code": "MalformedPayload", "count": 1}
+    ]
 
 
 @pytest.mark.parametrize(

@@ -106,79 +106,132 @@ MAINTENANCE_A = '{"maintenance-a":{"cluster":"worker-a","reason":"planned mainte
 
 # --- fallback codes ---------------------------------------------------------------------
 
-FALLBACK_FAMILIES = [
+#: OME's classifier table (`kubectl ome placement endpoint`, v1.3), one row per reason.
+OME_FALLBACK_TABLE = [
+    ("", FallbackCode.NOT_RECORDED),
+    ("no capacity report yet", FallbackCode.NO_REPORT),
+    ("capacity target is invalid: no host in endpoint", FallbackCode.INVALID_TARGET),
+    ("capacity clock is not configured", FallbackCode.CLOCK_UNAVAILABLE),
+    ("capacity observer executor is not configured", FallbackCode.OBSERVER_UNAVAILABLE),
+    ("capacity observation could not be submitted: stopped", FallbackCode.OBSERVER_UNAVAILABLE),
+    ("capacity endpoint unreachable: connection refused", FallbackCode.UNREACHABLE),
+    ("capacity endpoint returned HTTP 404", FallbackCode.HTTP_ERROR),
+    ("capacity endpoint returned HTTP 503", FallbackCode.HTTP_ERROR),
+    (
+        "reading capacity response: response exceeds configured limit of 65536 bytes",
+        FallbackCode.RESPONSE_READ_ERROR,
+    ),
+    ("capacity request did not complete: timed out after 3s", FallbackCode.REQUEST_INCOMPLETE),
+    ("capacity report is negative (-1)", FallbackCode.INVALID_REPORT),
+    ("capacity report timestamp is in the future", FallbackCode.INVALID_REPORT),
+    (
+        "capacity report is stale (at least configured maximum age 40s)",
+        FallbackCode.STALE_REPORT,
+    ),
+    ("capacity report awaiting quorum (1/3 accepted samples)", FallbackCode.AWAITING_QUORUM),
+    (
+        "capacity report awaiting quorum after stale samples expired (2/3 accepted samples)",
+        FallbackCode.AWAITING_QUORUM,
+    ),
+    (
+        "capacity response is not a valid report: unexpected end of JSON input",
+        FallbackCode.OTHER,
+    ),
+    ("capacity report has no servable count", FallbackCode.OTHER),
+    ("capacity report has no observedAt stamp", FallbackCode.OTHER),
+    ("capacity request URL is invalid: parse error", FallbackCode.OTHER),
+    ("capacity report unavailable", FallbackCode.OTHER),
+    ("a reason a newer controller writes", FallbackCode.OTHER),
+    ("capacity endpoint returned HTTP" + "404", FallbackCode.OTHER),  # no space: not OME's prefix
+]
+
+#: Reasons OME's CLI refuses to classify: over 4096 bytes, not UTF-8, control characters.
+MALFORMED_REASONS = [
+    pytest.param("capacity endpoint unreachable: " + "x" * 4066, id="4097-bytes"),
+    pytest.param("capacity endpoint unreachable: " + "é" * 2033, id="4097-bytes-in-2064-chars"),
+    pytest.param("capacity endpoint unreachable: \udcff", id="lone-surrogate"),
+    pytest.param(b"capacity endpoint unreachable: \xff", id="invalid-utf8-bytes"),
+    pytest.param("capacity endpoint returned HTTP 404\nInjected   row", id="line-break"),
+    pytest.param("capacity report is stale (\x1b[2J)", id="escape"),
+    pytest.param("no capacity report yet\x7f", id="delete"),
+    pytest.param("capacity endpoint unreachable: \x85", id="c1-control"),
+    pytest.param("capacity endpoint unreachable: \t", id="tab"),
+]
+
+#: This project's reason writers, each with the code its text must get.
+PROJECT_REASONS = [
     (capacity.NO_REPORT_YET, FallbackCode.NO_REPORT),
     (capacity.awaiting_quorum_reason(1, 3), FallbackCode.AWAITING_QUORUM),
+    (capacity.expired_reason(2, 3), FallbackCode.AWAITING_QUORUM),
     (report.stale_reason(parse_duration("40s")), FallbackCode.STALE_REPORT),
-    (capacity.expired_reason(2, 3), FallbackCode.EXPIRED_SAMPLES),
-    (report.FUTURE, FallbackCode.FUTURE_REPORT),
-    (failures.unreachable("connection refused").reason, FallbackCode.UNREACHABLE),
-    (failures.http_status(404).reason, FallbackCode.HTTP_STATUS),
-    (report.INVALID_PREFIX + "empty body", FallbackCode.INVALID_REPORT),
-    (report.NO_SERVABLE, FallbackCode.INVALID_REPORT),
-    (report.NO_OBSERVED_AT, FallbackCode.INVALID_REPORT),
+    (report.FUTURE, FallbackCode.INVALID_REPORT),
     (report.negative_reason(-1), FallbackCode.INVALID_REPORT),
-    (failures.too_large(65536).reason, FallbackCode.READ_FAILED),
-    (failures.incomplete("timed out after 3s").reason, FallbackCode.INCOMPLETE),
-    (failures.invalid_target("no host").reason, FallbackCode.INVALID_REQUEST),
-    (failures.invalid_url("http://[").reason, FallbackCode.INVALID_REQUEST),
-    (failures.unbuildable("bad method").reason, FallbackCode.INVALID_REQUEST),
-    (failures.not_submitted("observer stopped").reason, FallbackCode.NOT_SUBMITTED),
+    (report.INVALID_PREFIX + "empty body", FallbackCode.OTHER),
+    (report.NO_SERVABLE, FallbackCode.OTHER),
+    (report.NO_OBSERVED_AT, FallbackCode.OTHER),
+    (failures.unreachable("connection refused").reason, FallbackCode.UNREACHABLE),
+    (
+        failures.unreachable(failures.timed_out(parse_duration("3s"))).reason,
+        FallbackCode.UNREACHABLE,
+    ),
+    (failures.http_status(404).reason, FallbackCode.HTTP_ERROR),
+    (failures.too_large(65536).reason, FallbackCode.RESPONSE_READ_ERROR),
+    (failures.reading_failed("connection reset").reason, FallbackCode.RESPONSE_READ_ERROR),
+    (failures.incomplete("timed out after 3s").reason, FallbackCode.REQUEST_INCOMPLETE),
+    (failures.invalid_target("no host").reason, FallbackCode.INVALID_TARGET),
+    (failures.invalid_url("http://[").reason, FallbackCode.OTHER),
+    (failures.unbuildable("bad method").reason, FallbackCode.OTHER),
+    (failures.not_submitted("observer stopped").reason, FallbackCode.OBSERVER_UNAVAILABLE),
 ]
 
 
 class TestFallbackCodes:
-    @pytest.mark.parametrize(("reason", "code"), FALLBACK_FAMILIES)
-    def test_each_reason_family_has_its_own_code(self, reason: str, code: FallbackCode) -> None:
+    @pytest.mark.parametrize(("reason", "code"), OME_FALLBACK_TABLE)
+    def test_each_row_of_omes_table_gets_its_code(self, reason: str, code: FallbackCode) -> None:
         assert fallback_code(reason) is code
 
-    @pytest.mark.parametrize(
-        ("reason", "code"),
-        [
-            ("capacity endpoint returned HTTP 404", FallbackCode.HTTP_STATUS),
-            (
-                "reading capacity response: response exceeds configured limit of 65536 bytes",
-                FallbackCode.READ_FAILED,
-            ),
-            (
-                "capacity report is stale (at least configured maximum age 40s)",
-                FallbackCode.STALE_REPORT,
-            ),
-            (
-                "capacity report awaiting quorum after stale samples expired (2/3 accepted samples)",
-                FallbackCode.EXPIRED_SAMPLES,
-            ),
-            (
-                "capacity report awaiting quorum (1/3 accepted samples)",
-                FallbackCode.AWAITING_QUORUM,
-            ),
-            ("capacity report is negative (-1)", FallbackCode.INVALID_REPORT),
-        ],
-    )
-    def test_the_spec_reasons_map_to_their_codes(self, reason: str, code: FallbackCode) -> None:
+    @pytest.mark.parametrize("reason", MALFORMED_REASONS)
+    def test_a_reason_too_long_not_utf8_or_with_control_characters_is_malformed(
+        self, reason: str | bytes
+    ) -> None:
+        assert fallback_code(reason) is FallbackCode.MALFORMED_PAYLOAD
+
+    def test_a_reason_of_exactly_4096_bytes_is_classified(self) -> None:
+        reason = "capacity endpoint unreachable: " + "x" * 4065
+        assert len(reason.encode()) == 4096
+        assert fallback_code(reason) is FallbackCode.UNREACHABLE
+
+    @pytest.mark.parametrize(("reason", "code"), PROJECT_REASONS)
+    def test_the_reasons_this_project_writes_get_omes_codes(
+        self, reason: str, code: FallbackCode
+    ) -> None:
         assert fallback_code(reason) is code
 
-    @pytest.mark.parametrize("reason", [None, ""])
-    def test_no_reason_is_not_recorded(self, reason: str | None) -> None:
-        assert fallback_code(reason) is FallbackCode.NOT_RECORDED
+    def test_every_poll_outcome_is_among_the_project_reasons(self) -> None:
+        """The writer table above covers every way a poll fails, so a new one gets a row."""
+        covered = {
+            failures.unreachable("x").outcome,
+            failures.http_status(500).outcome,
+            failures.too_large(1).outcome,
+            failures.incomplete("x").outcome,
+            failures.invalid_target("x").outcome,
+            failures.not_submitted("x").outcome,
+            failures.Outcome.STALE,
+            failures.Outcome.FUTURE,
+            failures.Outcome.INVALID_REPORT,
+        }
+        assert covered == {o for o in failures.Outcome if o is not failures.Outcome.OK}
 
-    @pytest.mark.parametrize("reason", ["the reporter is on holiday", 42])
-    def test_an_unknown_reason_is_other(self, reason: object) -> None:
-        assert fallback_code(reason) is FallbackCode.OTHER
+    def test_no_reason_is_not_recorded(self) -> None:
+        assert fallback_code(None) is FallbackCode.NOT_RECORDED
+
+    def test_a_reason_that_is_not_text_is_malformed(self) -> None:
+        assert fallback_code(42) is FallbackCode.MALFORMED_PAYLOAD
 
     def test_every_code_is_explained_in_help(self) -> None:
         assert set(MEANINGS) == set(FallbackCode)
         for code in FallbackCode:
             assert f"{code.value}: " in codes_help()
-
-    def test_every_family_of_the_poll_outcomes_has_a_code(self) -> None:
-        """One code per failure family the observer counts (every Outcome but ok)."""
-        families = {code for _, code in FALLBACK_FAMILIES}
-        outcomes = {o for o in failures.Outcome if o is not failures.Outcome.OK}
-        assert len(
-            families
-            - {FallbackCode.NO_REPORT, FallbackCode.AWAITING_QUORUM, FallbackCode.EXPIRED_SAMPLES}
-        ) == len(outcomes)
 
 
 # --- placement endpoint -----------------------------------------------------------------
@@ -196,12 +249,12 @@ class TestEndpointTable:
             "drains=0; fallback=NotRecorded",
             "drains=0; fallback=NotRecorded",
         ]
-        assert "Capacity source" not in dict(rows)
+        assert "Capacity provenance" not in dict(rows)
 
     def test_wide_adds_capacity_source_and_counts(self) -> None:
         tmap = a_trafficmap(a_home("worker-a", reports=3), a_home("worker-b", reports=1))
         rows = rows_of(tmap, wide=True)
-        assert values(rows, "Capacity source") == ["ControlPlane", "Endpoint"]
+        assert values(rows, "Capacity provenance") == ["ControlPlane", "Endpoint"]
         assert values(rows, "Allocated count") == ["2 (Reported)", "1 (Reported)"]
         assert values(rows, "Ready count") == ["2 (Reported)", "2 (Reported)"]
         assert values(rows, "Reported capacity") == ["3", "1"]
@@ -213,8 +266,8 @@ class TestEndpointTable:
         )
         rows = rows_of(tmap, wide=True)
         assert values(rows, "Capacity fallback") == ["True: EndpointCapacityUnavailable (Current)"]
-        assert values(rows, "Route evidence")[1] == "drains=0; fallback=HTTPStatus"
-        assert values(rows, "Home cap fallback") == ["NotRecorded", "HTTPStatus"]
+        assert values(rows, "Route evidence")[1] == "drains=0; fallback=HTTPError"
+        assert values(rows, "Home cap fallback") == ["NotRecorded", "HTTPError"]
         assert values(rows, "Reported capacity")[1] == "NotRecorded"
 
     def test_a_drained_home_shows_weight_zero_and_its_drain(self) -> None:
@@ -247,18 +300,61 @@ class TestEndpointTable:
         column = lines[0].index("VALUE")
         assert all(line[column - 1] == " " for line in lines[1:])
 
-    def test_json_and_yaml_carry_the_full_reason(self) -> None:
-        reason = "capacity endpoint unreachable: " + "x" * 120
+    @pytest.mark.parametrize(
+        ("reason", "code"),
+        [
+            (
+                "capacity endpoint unreachable: GET http://user:token@reporter.invalid",
+                "Unreachable",
+            ),
+            ("capacity endpoint returned HTTP 503 from the-private-host", "HTTPError"),
+            ("a reason from the-private-host", "OtherReportedReason"),
+            ("the-private-host\nInjected   row", "MalformedPayload"),
+        ],
+    )
+    def test_no_output_prints_the_reason_itself_only_its_code(self, reason: str, code: str) -> None:
+        """The reason can hold a reporter's words or a URL's credentials; OME prints the code."""
         tmap = a_trafficmap(a_home("worker-a", fallback=reason))
         document = endpoint_report(tmap, NOW)
+        outputs = {
+            "table": format_endpoint_table(document),
+            "wide": format_endpoint_table(document, wide=True),
+            "json": render_document(document, "json"),
+            "yaml": render_document(document, "yaml"),
+        }
+        for name, text in outputs.items():
+            assert "private" not in text and "token" not in text, name
         for output, load in (("json", json.loads), ("yaml", yaml.safe_load)):
-            loaded = load(render_document(document, output))
+            loaded = load(outputs[output])
             assert loaded["kind"] == "PlacementEndpointReport"
             assert loaded["collectedAt"] == "2026-09-28T10:00:00Z"
-            assert loaded["homes"][0]["capacity"]["fallbackReason"] == reason
-            assert loaded["homes"][0]["fallbackCode"] == "Unreachable"
-        table = format_endpoint_table(document)
-        assert reason not in table
+            assert loaded["homes"][0]["capacity"]["fallbackReason"] == code
+
+    def test_a_malformed_reason_is_counted_as_an_issue(self) -> None:
+        tmap = a_trafficmap(
+            a_home("worker-a", fallback="capacity endpoint unreachable: " + "x" * 5000),
+            a_home("worker-b", fallback="capacity endpoint returned HTTP 404"),
+        )
+        document = endpoint_report(tmap, NOW)
+        assert document["issues"] == [
+            {"group": "CapacityFallbackReasons", "code": "MalformedPayload", "count": 1}
+        ]
+        rows = endpoint_rows(document, wide=True)
+        assert values(rows, "Issue") == ["CapacityFallbackReasons: MalformedPayload (1)"]
+        assert values(rows, "Home cap fallback") == ["MalformedPayload", "HTTPError"]
+
+    def test_a_report_without_malformed_reasons_has_no_issue(self) -> None:
+        tmap = a_trafficmap(a_home("worker-a", fallback="capacity endpoint returned HTTP 404"))
+        document = endpoint_report(tmap, NOW)
+        assert document["issues"] == []
+        assert values(endpoint_rows(document, wide=False), "Issue") == []
+
+    def test_the_table_ends_with_omes_hints(self) -> None:
+        rows = rows_of(a_trafficmap(a_home("worker-a", reports=2)))
+        assert values(rows, "Hint") == [
+            "Routing generation does not date placement",
+            "Recorded probes only; no CLI network probe",
+        ]
 
     def test_an_empty_map_shows_no_homes(self) -> None:
         tmap = a_trafficmap(placed=False)
@@ -315,6 +411,20 @@ class TestTable:
         message = actions.APPLIED_MESSAGE
         assert cut(message, 56) == "API accepted traffic annotation request; not TrafficM..."
         assert cut("short", 56) == "short"
+
+    def test_a_long_field_is_cut_to_18_characters(self) -> None:
+        """As OME's tables: `TrafficMap Returned` prints as `TrafficMap Retu...`."""
+        table = render_fields([("TrafficMap Returned", "2"), ("Capacity fallback", "x")])
+        assert [line.split("   ")[0] for line in table.splitlines()[1:]] == [
+            "TrafficMap Retu...",
+            "Capacity fallback",
+        ]
+
+    def test_wide_shows_the_capacity_provenance_row_cut_as_ome_does(self) -> None:
+        tmap = a_trafficmap(a_home("worker-a", reports=1))
+        table = format_endpoint_table(endpoint_report(tmap, NOW), wide=True)
+        rows = [line.split() for line in table.splitlines() if line.startswith("Capacity prov")]
+        assert rows == [["Capacity", "proven...", "Endpoint"]]
 
     def test_a_value_cannot_forge_a_row(self) -> None:
         table = render_fields([("Reason", "ok\nInjected   row")])

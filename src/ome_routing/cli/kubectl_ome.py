@@ -119,7 +119,9 @@ Routable, OverrideActive, CapacityFallback and Published conditions (status, rea
 whether they are current), then one block per home with its endpoint origin, weight,
 health, drains and the code of its capacity fallback reason. -o wide adds each home's
 capacity source, allocated, ready and reported counts, factor and drain IDs; -o json and
--o yaml print the whole report, fallback reasons in full.
+-o yaml print the whole report. Every output shows a fallback reason as its code only;
+read the full text with kubectl get trafficmap. A reason that is too long, not UTF-8 or
+holds control characters shows as MalformedPayload and is counted as an issue.
 
 \b
 Fallback codes (spec.entries[].capacity.fallbackReason):

@@ -4,6 +4,11 @@
 `-o json` and `-o yaml` print whole; `format_endpoint_table` prints it as FIELD/VALUE
 rows, `-o wide` adding each home's capacity rows. Only the TrafficMap is read: the
 report shows what the controller recorded, not a probe of the endpoints.
+
+A home's `capacity.fallbackReason` appears only as its code (`kubectl.fallback`), in
+every output, as OME's CLI does: the raw text can hold a reporter's words. A reason that
+cannot be classified is counted in the report's issues (`CapacityFallbackReasons:
+MalformedPayload (n)`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from urllib.parse import urlsplit
 
 from ome_routing.core.conditions import CAPACITY_FALLBACK, OVERRIDE_ACTIVE, ROUTABLE
 from ome_routing.core.report import format_rfc3339
-from ome_routing.kubectl.fallback import fallback_code
+from ome_routing.kubectl.fallback import ISSUE_GROUP, FallbackCode, fallback_code
 from ome_routing.kubectl.table import Row, render_fields
 
 API_VERSION = "cli.ome.io/v1alpha1"
@@ -29,8 +34,8 @@ CONDITION_ROWS: tuple[tuple[str, str], ...] = (
     ("Published", PUBLISHED),
 )
 HINTS: tuple[str, ...] = (
-    "Recorded values only; no CLI network probe",
-    "Full fallback reasons: -o json or -o yaml",
+    "Routing generation does not date placement",
+    "Recorded probes only; no CLI network probe",
 )
 
 
@@ -106,6 +111,7 @@ def _conditions(status: Mapping[str, Any], generation: int | None) -> list[dict[
 
 def _home(entry: Mapping[str, Any]) -> dict[str, Any]:
     capacity = dict(_mapping(entry.get("capacity")))
+    capacity["fallbackReason"] = str(fallback_code(capacity.get("fallbackReason")))
     refs = [r for r in entry.get("drainRefs") or [] if isinstance(r, str)]
     home: dict[str, Any] = {
         "cluster": entry.get("cluster"),
@@ -115,9 +121,20 @@ def _home(entry: Mapping[str, Any]) -> dict[str, Any]:
         "healthy": entry.get("healthy"),
         "drainRefs": refs,
         "capacity": capacity,
-        "fallbackCode": str(fallback_code(capacity.get("fallbackReason"))),
     }
     return home
+
+
+def _issues(homes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The report's issues: how many homes have a fallback reason that is malformed."""
+    malformed = sum(
+        1
+        for home in homes
+        if _mapping(home.get("capacity")).get("fallbackReason") == FallbackCode.MALFORMED_PAYLOAD
+    )
+    if not malformed:
+        return []
+    return [{"group": ISSUE_GROUP, "code": str(FallbackCode.MALFORMED_PAYLOAD), "count": malformed}]
 
 
 def endpoint_report(tmap: Mapping[str, Any], now: datetime) -> dict[str, Any]:
@@ -143,6 +160,7 @@ def endpoint_report(tmap: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         },
         "conditions": _conditions(status, generation),
         "homes": homes,
+        "issues": _issues(homes),
     }
 
 
@@ -183,16 +201,17 @@ def endpoint_rows(report: Mapping[str, Any], *, wide: bool) -> list[Row]:
     for home in homes:
         capacity = _mapping(home.get("capacity"))
         refs: Sequence[str] = home.get("drainRefs") or []
+        code = _show(capacity.get("fallbackReason"))
         rows += [
             ("Route home", _show(home.get("cluster"))),
             ("Endpoint origin", _show(home.get("endpointOrigin"))),
             ("Final weight", f"{_show(home.get('weight'))}; healthy={_show(home.get('healthy'))}"),
-            ("Route evidence", f"drains={len(refs)}; fallback={home.get('fallbackCode')}"),
+            ("Route evidence", f"drains={len(refs)}; fallback={code}"),
         ]
         if wide:
             rows += [
                 (
-                    "Capacity source",
+                    "Capacity provenance",
                     _show(capacity.get("source") or "UnknownOrDefaultedControlPlane"),
                 ),
                 ("Allocated count", _count(capacity.get("allocated"))),
@@ -203,8 +222,13 @@ def endpoint_rows(report: Mapping[str, Any], *, wide: bool) -> list[Row]:
                 ),
                 ("Capacity factor", _show(capacity.get("factor"))),
                 ("Drain refs", ", ".join(refs) if refs else "Validated"),
-                ("Home cap fallback", _show(home.get("fallbackCode"))),
+                ("Home cap fallback", code),
             ]
+    issues: Sequence[Mapping[str, Any]] = report.get("issues") or []
+    rows += [
+        ("Issue", f"{issue.get('group')}: {issue.get('code')} ({issue.get('count')})")
+        for issue in issues
+    ]
     rows += [("Hint", hint) for hint in HINTS]
     return rows
 

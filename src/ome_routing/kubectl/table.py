@@ -1,6 +1,6 @@
 """FIELD/VALUE tables, as the `kubectl ome` reference prints them.
 
-One row per fact; a field name is cut to 19 characters and a value to 56, each ending in
+One row per fact; a field name is cut to 18 characters and a value to 56, each ending in
 `...` when cut, so that one row stays on one line. `-o json` and `-o yaml` carry every
 value uncut.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-FIELD_WIDTH = 19
+FIELD_WIDTH = 18
 VALUE_WIDTH = 56
 OUTPUTS: tuple[str, ...] = ("table", "wide", "json", "yaml")
 
