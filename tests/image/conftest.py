@@ -3,6 +3,7 @@ entry point (`build_image`, what `make image` runs), then run with crun.
 
 - `image` (session): the built image (a cache hit when `make image` already built it).
 - `bundle` (session): it unpacked as an OCI runtime bundle, shared read-only.
+- `chart_pod` (session): the chart's pod settings (user, security context, emptyDirs).
 - `control_plane` (session): the local control plane with the CRDs, as in tests/e2e.
 
 Every test here is marked `image` and `e2e`. The build needs root (as CI has) and installs
@@ -11,11 +12,13 @@ mmdebstrap, umoci, skopeo and crun with apt-get when they are missing.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools
 from ome_routing.devcluster.image import Image, build_image
@@ -25,7 +28,7 @@ REPO = IMAGE_DIR.parents[1]
 # The e2e helpers (reporters on loopback, kubectl, eventually): shared, not copied.
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
 
-from container import ensure_crun, unpack  # noqa: E402
+from container import PodSettings, ensure_crun, unpack  # noqa: E402
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker
@@ -71,6 +74,21 @@ def bundle(image: Image, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tools() -> Tools:
     return ensure_tools()
+
+
+@pytest.fixture(scope="session")
+def chart_pod(tools: Tools) -> PodSettings:
+    """How the chart, with its default values, runs the image (helm template)."""
+    result = subprocess.run(
+        [str(tools.helm), "template", "ome", str(REPO / "charts" / "ome-resources")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    (deployment,) = [doc for doc in docs if doc["kind"] == "Deployment"]
+    return PodSettings.of(deployment["spec"]["template"]["spec"])
 
 
 @pytest.fixture(scope="session")

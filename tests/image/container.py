@@ -2,9 +2,9 @@
 
 `umoci unpack` turns the image into an OCI runtime bundle (root filesystem + config.json with
 the image's user, entrypoint and environment); `Container` then changes only what the chart's
-securityContext and the test need: the root filesystem read-only, no capabilities, the
-arguments, read-only bind mounts for files, a tmpfs at /tmp where the chart has its
-emptyDir, and the host's network namespace so that the
+pod spec (`PodSettings.of` the chart's rendered Deployment) and the test need: the user,
+a read-only root filesystem, no capabilities, the arguments, read-only bind mounts for
+files, a tmpfs where the pod has an emptyDir, and the host's network namespace so that the
 process reaches the control plane and the reporters on loopback.
 
 crun runs inside a private mount namespace (`unshare -m`) with the cgroup v2 hierarchy
@@ -19,7 +19,9 @@ import shutil
 import signal
 import subprocess
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 _RUNTIME = (
     "umount /sys/fs/cgroup/unified 2>/dev/null || true; "
@@ -46,6 +48,37 @@ def unpack(layout: Path, tag: str, bundle: Path) -> Path:
     return bundle
 
 
+@dataclass(frozen=True)
+class PodSettings:
+    """What a pod spec changes about how the image runs. The defaults are the image's own
+    user, and a locked-down container: read-only root, no capabilities, no new privileges."""
+
+    user: tuple[int, int] | None = None
+    read_only_root: bool = True
+    drop_all_capabilities: bool = True
+    no_new_privileges: bool = True
+    empty_dirs: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, pod_spec: dict[str, Any]) -> PodSettings:
+        """The settings of a rendered pod spec's first container, as a kubelet applies them."""
+        container = pod_spec["containers"][0]
+        pod_security = pod_spec.get("securityContext", {})
+        security = {**pod_security, **container.get("securityContext", {})}
+        user = security.get("runAsUser")
+        group = security.get("runAsGroup", user)
+        empty_dirs = {v["name"] for v in pod_spec.get("volumes", []) if "emptyDir" in v}
+        return cls(
+            user=(user, group) if user is not None else None,
+            read_only_root=bool(security.get("readOnlyRootFilesystem", False)),
+            drop_all_capabilities="ALL" in security.get("capabilities", {}).get("drop", []),
+            no_new_privileges=security.get("allowPrivilegeEscalation") is False,
+            empty_dirs=tuple(
+                m["mountPath"] for m in container.get("volumeMounts", []) if m["name"] in empty_dirs
+            ),
+        )
+
+
 class Container:
     """One run of the unpacked image: `run()` to completion, or `start()` in the background.
 
@@ -59,7 +92,7 @@ class Container:
         args: list[str],
         mounts: dict[str, Path] | None = None,
         *,
-        tmp: bool = False,
+        pod: PodSettings | None = None,
     ) -> None:
         self.id = f"ome-routing-test-{uuid.uuid4().hex[:12]}"
         self.bundle = bundle.parent / self.id
@@ -71,9 +104,13 @@ class Container:
         process["terminal"] = False
         if args:
             process["args"] = args
-        process["capabilities"] = {kind: [] for kind in process["capabilities"]}
-        process["noNewPrivileges"] = True
-        config["root"]["readonly"] = True
+        pod = pod or PodSettings()
+        if pod.user is not None:
+            process["user"] = {"uid": pod.user[0], "gid": pod.user[1]}
+        if pod.drop_all_capabilities:
+            process["capabilities"] = {kind: [] for kind in process["capabilities"]}
+        process["noNewPrivileges"] = pod.no_new_privileges
+        config["root"]["readonly"] = pod.read_only_root
         linux = config["linux"]
         linux["namespaces"] = [ns for ns in linux["namespaces"] if ns["type"] != "network"]
         for destination, source in (mounts or {}).items():
@@ -85,10 +122,10 @@ class Container:
                     "options": ["rbind", "ro"],
                 }
             )
-        if tmp:  # the chart's emptyDir at /tmp
+        for destination in pod.empty_dirs:
             config["mounts"].append(
                 {
-                    "destination": "/tmp",
+                    "destination": destination,
                     "type": "tmpfs",
                     "source": "tmpfs",
                     "options": ["nosuid", "nodev", "mode=1777", "size=16m"],

@@ -10,7 +10,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 import yaml
-from container import Container
+from container import Container, PodSettings
 from controller_harness import (
     FAST_POLL,
     ROUTING_ON,
@@ -33,8 +33,8 @@ CHART = Path(__file__).resolve().parents[2] / "charts" / "ome-resources"
 pytestmark = pytest.mark.timeout(240)
 
 
-def test_the_entrypoint_prints_the_version(bundle: Path) -> None:
-    result = Container(bundle, ["ome-routing", "--version"]).run()
+def test_the_entrypoint_prints_the_version(bundle: Path, chart_pod: PodSettings) -> None:
+    result = Container(bundle, ["ome-routing", "--version"], pod=chart_pod).run()
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"ome-routing, version {__version__}"
 
@@ -47,28 +47,33 @@ def test_the_process_runs_as_the_images_non_root_user(bundle: Path) -> None:
     assert result.stdout.split(maxsplit=2)[:2] == [str(UID), str(GID)]
 
 
-def test_the_root_filesystem_is_read_only_to_the_process(bundle: Path) -> None:
-    script = "open('/usr/local/lib/probe', 'w')"
-    result = Container(bundle, ["python3.11", "-c", script]).run()
-    assert result.returncode != 0
-    assert "Read-only file system" in result.stderr
-
-
-def test_validate_config_accepts_the_charts_default_values(bundle: Path) -> None:
-    container = Container(
-        bundle, ["ome-routing", "validate-config", "-f", "/chart/values.yaml"], {"/chart": CHART}
+def test_as_the_chart_runs_it_only_tmp_is_writable(bundle: Path, chart_pod: PodSettings) -> None:
+    script = (
+        "import tempfile\n"
+        "with tempfile.NamedTemporaryFile() as f: f.write(b'ok')\n"
+        "open('/usr/local/lib/probe', 'w')"
     )
+    result = Container(bundle, ["python3.11", "-c", script], pod=chart_pod).run()
+    assert result.returncode != 0
+    assert "Read-only file system: '/usr/local/lib/probe'" in result.stderr
+
+
+def test_validate_config_accepts_the_charts_default_values(
+    bundle: Path, chart_pod: PodSettings
+) -> None:
+    args = ["ome-routing", "validate-config", "-f", "/chart/values.yaml"]
+    container = Container(bundle, args, {"/chart": CHART}, pod=chart_pod)
     result = container.run()
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(VALID_PREFIX), result.stdout
 
 
 async def test_the_controller_in_the_image_writes_a_trafficmap(
-    bundle: Path, control_plane: LocalControlPlane, tmp_path: Path
+    bundle: Path, chart_pod: PodSettings, control_plane: LocalControlPlane, tmp_path: Path
 ) -> None:
     """The controller, started from the image as the chart starts it (`ome-routing
-    controller`, /tmp an emptyDir: the Kubernetes client writes a kubeconfig's embedded
-    certificates there), reaches the API server on loopback, reports ready, and keeps a
+    controller`, its security context, /tmp an emptyDir: the Kubernetes client writes a
+    kubeconfig's embedded certificates there), reaches the API server on loopback, reports ready, and keeps a
     TrafficMap capped at the reporters' capacity."""
     namespace = f"image-{free_port()}"
     await kubectl(control_plane, "create", "namespace", namespace)
@@ -88,7 +93,7 @@ async def test_the_controller_in_the_image_writes_a_trafficmap(
         f"--metrics-bind-address=127.0.0.1:{port}",
         "--lease-name=ome-routing-image-test",
     ]
-    container = Container(bundle, args, {"/config": config}, tmp=True)
+    container = Container(bundle, args, {"/config": config}, pod=chart_pod)
     container.start(tmp_path / "controller.log")
     reporters = {c: await Reporter(servable=1).start() for c in ("worker-a", "worker-b")}
     try:
