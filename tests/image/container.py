@@ -15,6 +15,7 @@ to place the container in a cgroup.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -32,7 +33,11 @@ _RUNTIME = (
 def ensure_crun() -> str:
     """crun's path, installing Debian's package when it is missing."""
     if shutil.which("crun") is None:
-        subprocess.run(["apt-get", "install", "-y", "-q", "crun"], check=True, capture_output=True)
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        install = ["apt-get", "install", "-y", "-q", "crun"]
+        if subprocess.run(install, capture_output=True, env=env, check=False).returncode != 0:
+            subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, check=True)
+            subprocess.run(install, capture_output=True, env=env, check=True)
     found = shutil.which("crun")
     assert found is not None, "crun is not on PATH after apt-get install crun"
     return found
