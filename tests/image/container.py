@@ -9,7 +9,8 @@ process reaches the control plane and the reporters on loopback.
 
 crun runs inside a private mount namespace (`unshare -m`) with the cgroup v2 hierarchy
 `/sys/fs/cgroup/unified` unmounted: on these hybrid-cgroup machines crun otherwise fails
-to place the container in a cgroup.
+to place the container in a cgroup ("cgroups in hybrid mode not supported, drop all
+controllers from cgroupv2").
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import tarfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -90,3 +91,21 @@ def test_building_the_same_commit_again_gives_the_same_digest(image: Image) -> N
     byte-identical."""
     again = build_image(REPO, force=True)
     assert again.digest == image.digest
+
+
+def test_make_images_command_prints_where_the_image_is(image: Image) -> None:
+    """`ome-routing dev image`, what `make image` runs: a cache hit prints the same image."""
+    result = subprocess.run(
+        [sys.executable, "-m", "ome_routing.cli.main", "dev", "image", "--source", str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = dict(line.split(maxsplit=1) for line in result.stdout.splitlines())
+    assert rows == {
+        "oci": image.reference,
+        "digest": image.digest,
+        "docker-archive": str(image.archive),
+    }

@@ -255,6 +255,12 @@ def _wheels(repo: Path, root: Path, say: Progress) -> Path:
     target = root / f"wheels-{_wheels_key(repo)}"
     if (target / ".complete").is_file():
         return target
+    if sys.version_info[:2] != (3, 11):
+        # The wheels are resolved for the running Python: they must fit the image's.
+        raise ImageError(
+            f"the image's wheels are fetched with the Python that runs this build, which must "
+            f"be 3.11 like the image's (Debian bookworm); this is {sys.version.split()[0]}"
+        )
     say("fetching the dependencies' wheels from PyPI (once per constraints.txt)")
     shutil.rmtree(target, ignore_errors=True)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
