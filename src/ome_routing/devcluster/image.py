@@ -109,9 +109,8 @@ def build_image(
     root = image_dir(cache)
     root.mkdir(parents=True, exist_ok=True)
     revision, epoch = _revision(repo)
-    key = _digest(
-        _base_key(), _wheels_key(repo), _source_key(repo), revision, str(epoch), PIP_VERSION
-    )
+    recipe = Path(__file__).read_bytes()  # this module: a change to it is a new build
+    key = _digest(_base_key(), _wheels_key(repo), _source_key(repo), revision, str(epoch), recipe)
     layout, archive = root / "oci", root / f"{NAME}-{__version__}.docker.tar"
     with locked(root / ".lock", say):
         found = _cached(layout, archive, key)
