@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test check unit setup tools demo clean
+.PHONY: test check unit setup tools image demo clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ setup: $(STAMP)
 ## tools: fetch and build kube-apiserver, etcd, kubectl and helm (cached; a no-op when present)
 tools: $(STAMP)
 	$(BIN)/ome-routing dev tools
+
+## image: the controller image, in OCI layout and as a docker-archive, under ~/.cache/ome-routing/image
+## (as root; installs mmdebstrap, umoci and skopeo with apt-get when missing; cached)
+image: $(STAMP)
+	$(BIN)/ome-routing dev image --source .
 
 ## demo: capacity polling end to end on a local control plane, checked against the specification
 demo: tools

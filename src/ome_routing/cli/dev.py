@@ -3,6 +3,7 @@
     ome-routing dev tools              fetch and build the binaries (once)
     ome-routing dev up [--dir DIR]     start etcd + kube-apiserver in the background
     ome-routing dev down [--dir DIR]   stop them
+    ome-routing dev image [--source DIR]  build the controller image (as root; cached)
 
 `dev up` prints shell lines for stdout (`eval "$(ome-routing dev up)"` works); everything
 else, progress included, goes to stderr.
@@ -25,6 +26,7 @@ from ome_routing.devcluster import (
     cache_dir,
     ensure_tools,
 )
+from ome_routing.devcluster.image import ImageError, build_image
 
 
 def _progress(message: str) -> None:
@@ -59,6 +61,12 @@ def format_up(plane: LocalControlPlane) -> str:
     kubeconfig = shlex.quote(str(plane.kubeconfig))
     bin_dir = shlex.quote(str(plane.bin_dir))
     return f'export KUBECONFIG={kubeconfig}\nexport PATH={bin_dir}:"$PATH"'
+
+
+def format_image(reference: str, digest: str, archive: Path) -> str:
+    """Where the image is: its OCI layout reference, its digest, its docker-archive."""
+    rows = [("oci", reference), ("digest", digest), ("docker-archive", str(archive))]
+    return "\n".join(f"{name:<16}{value}" for name, value in rows)
 
 
 _dir_option = click.option(
@@ -104,6 +112,26 @@ def up(directory: Path | None) -> None:
     )
     _progress(f"stop it with: ome-routing dev down --dir {shlex.quote(str(plane.dir))}")
     click.echo(format_up(plane))
+
+
+@dev.command()
+@click.option(
+    "--source",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The checkout of ome-routing to build from.",
+)
+@click.option("--force", is_flag=True, help="Build again even when the inputs are unchanged.")
+def image(source: Path, force: bool) -> None:
+    """Build the controller image in OCI layout and as a docker-archive (cached)."""
+    started = time.monotonic()
+    try:
+        built = build_image(source, progress=_progress, force=force)
+    except ImageError as error:
+        raise click.ClickException(str(error)) from error
+    _progress(f"image ready in {time.monotonic() - started:.1f}s")
+    click.echo(format_image(built.reference, built.digest, built.archive))
 
 
 @dev.command()

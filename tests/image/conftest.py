@@ -1,0 +1,97 @@
+"""Fixtures for the controller image: built once per session, through the project's own
+entry point (`build_image`, what `make image` runs), then run with crun.
+
+- `image` (session): the built image (a cache hit when `make image` already built it).
+- `bundle` (session): it unpacked as an OCI runtime bundle, shared read-only.
+- `chart_pod` (session): the chart's pod settings (user, security context, emptyDirs).
+- `control_plane` (session): the local control plane with the CRDs, as in tests/e2e.
+
+Every test here is marked `image` and `e2e`. The build needs root (as CI has) and installs
+mmdebstrap, umoci, skopeo and crun with apt-get when they are missing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools
+from ome_routing.devcluster.image import Image, build_image
+
+IMAGE_DIR = Path(__file__).parent
+REPO = IMAGE_DIR.parents[1]
+# The e2e helpers (reporters on loopback, kubectl, eventually): shared, not copied.
+sys.path.insert(0, str(REPO / "tests" / "e2e"))
+
+from container import PodSettings, ensure_crun, unpack  # noqa: E402
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if IMAGE_DIR in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.image)
+            item.add_marker(pytest.mark.e2e)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the image (and the control plane's binaries) before any test runs, so that a
+    first build is not cut by a test's timeout."""
+    if session.config.option.collectonly or not any(
+        IMAGE_DIR in Path(str(item.path)).parents for item in session.items
+    ):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(message: str) -> None:
+        if reporter is not None:
+            reporter.write_line(f"[image] {message}")
+        else:
+            print(f"[image] {message}", file=sys.stderr, flush=True)
+
+    ensure_tools(progress=progress)
+    build_image(REPO, progress=progress)
+    ensure_crun()
+
+
+@pytest.fixture(scope="session")
+def image() -> Image:
+    """The image of this checkout (built before the session by pytest_collection_finish)."""
+    return build_image(REPO)
+
+
+@pytest.fixture(scope="session")
+def bundle(image: Image, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The image unpacked once; every container mounts its root filesystem read-only."""
+    return unpack(image.layout, image.tag, tmp_path_factory.mktemp("image") / "bundle")
+
+
+@pytest.fixture(scope="session")
+def tools() -> Tools:
+    return ensure_tools()
+
+
+@pytest.fixture(scope="session")
+def chart_pod(tools: Tools) -> PodSettings:
+    """How the chart, with its default values, runs the image (helm template)."""
+    result = subprocess.run(
+        [str(tools.helm), "template", "ome", str(REPO / "charts" / "ome-resources")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    (deployment,) = [doc for doc in docs if doc["kind"] == "Deployment"]
+    return PodSettings.of(deployment["spec"]["template"]["spec"])
+
+
+@pytest.fixture(scope="session")
+def control_plane(tools: Tools) -> Iterator[LocalControlPlane]:
+    with LocalControlPlane(tools=tools) as plane:
+        yield plane
