@@ -128,7 +128,27 @@ class TestUsableValues:
     ) -> None:
         code, out, _ = run("-f", a_values_file(tmp_path, text))
         assert code == 0
-        assert out == f"{VALID}routing off ({gates}); routing blocks not checked\n"
+        assert out.startswith(f"{VALID}routing off ({gates}); ")
+
+    @pytest.mark.parametrize(
+        ("text", "checked"),
+        [
+            ("", "routing blocks not checked"),
+            (
+                ROUTING_ON.replace("        enabled: true\n", "        enabled: false\n"),
+                "only the syntax of routing durations checked",
+            ),
+            (ROUTING_ON.replace("role: control-plane", 'role: ""'), "routing blocks checked"),
+        ],
+        ids=["no-multicluster", "routing-disabled", "no-role"],
+    )
+    def test_routing_off_says_how_much_was_checked(
+        self, tmp_path: Path, text: str, checked: str
+    ) -> None:
+        """As OME: durations whenever multi-cluster is on; every rule once routing is on."""
+        code, out, _ = run("-f", a_values_file(tmp_path, text))
+        assert code == 0
+        assert out.endswith(f"; {checked}\n")
 
     def test_values_can_come_from_stdin(self) -> None:
         code, out, _ = run("-f", "-", stdin=STEP1.read_text())

@@ -67,9 +67,18 @@ def summarize(config: OperatorConfig) -> str:
             gates.append(f"multicluster.role is not {ROLE_CONTROL_PLANE}")
         if not config.routing_enabled:
             gates.append("routing.enabled is not true")
-        return f"{VALID_PREFIX}routing off ({'; '.join(gates)}); routing blocks not checked"
+        return f"{VALID_PREFIX}routing off ({'; '.join(gates)}); {_checked(config)}"
     poll = "no chart poll" if config.capacity is None else _poll(config.capacity)
     return f"{VALID_PREFIX}routing on; {poll}; {_limits(config.observer)}"
+
+
+def _checked(config: OperatorConfig) -> str:
+    """How much of the routing block the controller judged, with routing off (as OME)."""
+    if not config.enabled:
+        return "routing blocks not checked"
+    if not config.routing_enabled:
+        return "only the syntax of routing durations checked"
+    return "routing blocks checked"
 
 
 def convergence_lines(config: OperatorConfig) -> list[str]:
