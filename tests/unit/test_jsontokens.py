@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ome_routing.core.jsontokens import (
+from ome_routing.core.gojson import (
     Delim,
     GoJSONError,
     Token,

@@ -181,10 +181,9 @@ def parse_report(body: bytes) -> Reading:
     plain = _plain_report(body)
     if plain is not None:
         return plain
-    text = gojson.read_text(body)
     try:
-        document = gojson.check(text)
-    except gojson.GoSyntaxError as err:
+        text, document = gojson.decode(body)
+    except gojson.GoJSONError as err:
         raise _invalid(str(err)) from None
     servable: int | None = None
     observed: tuple[datetime, bool] | None = None
