@@ -22,7 +22,13 @@ import json.decoder
 import re
 from collections.abc import Callable, Iterator
 
-from ome_routing.core.gojson.scanner import Number, read_document, read_value
+from ome_routing.core.gojson.scanner import (
+    END_OF_INPUT,
+    GoJSONError,
+    Number,
+    read_document,
+    read_value,
+)
 
 #: Go's whitespace between tokens; Python's json module skips the same four.
 _SPACE = re.compile(r"[ \t\n\r]*")
@@ -44,6 +50,8 @@ def decode(body: bytes) -> tuple[str, object]:
     Raises `GoJSONError` with Go's text when the body is not JSON.
     """
     text = body.decode("utf-8", errors="replace")
+    if not text.strip(" \t\n\r"):  # an empty body (a HEAD poll) is common: no exception
+        raise GoJSONError(END_OF_INPUT)
     try:
         return text, _DECODER.decode(text)
     except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
