@@ -60,13 +60,6 @@ def decode(body: bytes) -> tuple[str, object]:
     return text, read_document(text)
 
 
-def _value_at(text: str, pos: int) -> tuple[object, int]:
-    try:
-        return _DECODER.raw_decode(text, pos)
-    except RecursionError:
-        return read_value(text, pos)
-
-
 def members(text: str) -> Iterator[tuple[str, str, object]]:
     """(key, raw value text, value) for each member of a top-level object, in order.
 
@@ -80,7 +73,10 @@ def members(text: str) -> Iterator[tuple[str, str, object]]:
         key, pos = _scanstring(text, pos + 1)
         pos = _SPACE.match(text, pos).end() + 1  # type: ignore[union-attr]
         pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
-        value, end = _value_at(text, pos)
+        try:
+            value, end = _DECODER.raw_decode(text, pos)
+        except RecursionError:  # deeper than Python reads, not than Go does
+            value, end = read_value(text, pos)
         yield key, text[pos:end], value
         pos = _SPACE.match(text, end).end()  # type: ignore[union-attr]
         if text[pos] == "}":

@@ -47,9 +47,13 @@ _LITERALS: dict[str, tuple[str, object]] = {
 class GoJSONError(ValueError):
     """A JSON error worded as Go's; `eof` is true for Go's `io.EOF` (nothing left)."""
 
-    def __init__(self, text: str, *, eof: bool = False) -> None:
-        super().__init__(text)
-        self.eof = eof
+    eof = False
+
+
+class GoEOF(GoJSONError):
+    """Go's `io.EOF`: the input held nothing but space where a token was due."""
+
+    eof = True
 
 
 class Number(str):

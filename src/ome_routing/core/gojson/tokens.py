@@ -23,6 +23,7 @@ from enum import Enum, auto
 from ome_routing.core.gojson.scanner import (
     EOF,
     SPACE,
+    GoEOF,
     GoJSONError,
     Number,
     kind,
@@ -198,7 +199,7 @@ class TokenStream:
     def _peek(self) -> str:
         char = self._peek_or_none()
         if char is None:
-            raise GoJSONError(EOF, eof=True)
+            raise GoEOF(EOF)
         return char
 
     def _token_error(self, char: str) -> GoJSONError:
