@@ -150,6 +150,37 @@ class TestParse:
             parse_drains(text)
         assert str(caught.value) == f"parse ome.io/traffic-drain: {detail}"
 
+    @pytest.mark.parametrize(
+        ("until", "detail"),
+        [
+            ("[1e999]", "json: cannot unmarshal array into Go value of type string"),
+            (
+                "[" * 2_000 + "]" * 2_000,
+                "json: cannot unmarshal array into Go value of type string",
+            ),
+            ("[" * 10_001 + "]" * 10_001, "invalid character '[' exceeded max depth"),
+        ],
+    )
+    def test_a_field_value_is_read_whole_as_gos_decoder_reads_it(
+        self, until: str, detail: str
+    ) -> None:
+        """Syntax and Go's nesting limit first; a number in it is never converted."""
+        with pytest.raises(DrainAnnotationError) as caught:
+            parse_drains(f'{{"a":{{"until":{until},"cluster":"w","reason":"r"}}}}')
+        assert str(caught.value) == (
+            f'parse ome.io/traffic-drain: override "a" field "until" must be a string: {detail}'
+        )
+
+    def test_ids_and_fields_are_quoted_as_gos_percent_q(self) -> None:
+        with pytest.raises(DrainAnnotationError) as caught:
+            parse_drains(f'{{"a\\u0001":{ONE},"a\\u0001":{ONE}}}')
+        assert str(caught.value) == 'parse ome.io/traffic-drain: duplicate override ID "a\\x01"'
+        with pytest.raises(DrainAnnotationError) as caught:
+            parse_drains('{"a":{"cluster":"w","reason":"r","\\u00a0":"x"}}')
+        assert str(caught.value) == (
+            'parse ome.io/traffic-drain: override "a" has unknown field "\\u00a0"'
+        )
+
     def test_a_value_is_checked_before_the_field_name(self) -> None:
         with pytest.raises(DrainAnnotationError, match='field "until" must be a string'):
             parse_drains('{"a":{"until":7,"cluster":"w","reason":"r"}}')

@@ -90,6 +90,12 @@ class TestValidReports:
     def test_reads_negative_zero_as_zero(self) -> None:
         assert parse_report(b'{"servable": -0, "observedAt": "2026-09-28T10:00:00Z"}').servable == 0
 
+    def test_reads_a_body_nested_deeper_than_python_reads_but_within_gos_limit(self) -> None:
+        """Go reads 10,000 levels; the report is read, the deep member ignored."""
+        deep = b"[" * 5_000 + b"]" * 5_000
+        body = b'{"servable": 4, "extra": ' + deep + b', "observedAt": "2026-09-28T10:00:00Z"}'
+        assert parse_report(body) == Reading(4, T0)
+
     def test_tolerates_surrounding_whitespace(self) -> None:
         assert (
             parse_report(b'\n  {"servable": 1, "observedAt": "2026-09-28T10:00:00Z"}\r\n').servable
@@ -258,11 +264,30 @@ class TestInvalidReports:
             (b'{"a": "\\u12x4"}', "invalid character 'x' in \\u hexadecimal character escape"),
             (b'{"a": "x\ny"}', "invalid character '\\n' in string literal"),
             (b"{\"a\": 'x'}", "invalid character '\\'' looking for beginning of value"),
-            (b"\xff\xfe{}", "Expecting value at line 1 column 1"),
-            (b"[" * 100_000, "JSON nested too deeply"),
+            (b"\xff\xfe{}", "invalid character 'ÿ' looking for beginning of value"),
+            (b"[" * 100_000, "invalid character '[' exceeded max depth"),
         ],
     )
     def test_a_body_that_is_not_a_report_object(self, body: bytes, detail: str) -> None:
+        assert reason_for(body) == INVALID + detail
+
+    @pytest.mark.parametrize(
+        ("body", "detail"),
+        [
+            (b'{"servable": 4.', "invalid character ' ' after decimal point in numeric literal"),
+            (b'{"servable": -', "invalid character ' ' in numeric literal"),
+            (b'{"servable": 4, "x": tru', "invalid character ' ' in literal true (expecting 'e')"),
+            (b'{"servable": 4} \xc3\xa9', "invalid character 'Ã' after top-level value"),
+            (
+                b'{"servable": 4, \x80: 1}',
+                "invalid character '\\u0080' looking for beginning of object key string",
+            ),
+            (b"\xef\xbb\xbf{}", "invalid character 'ï' looking for beginning of value"),
+            (b'{"servable": 4 \xff}', "invalid character 'ÿ' after object key:value pair"),
+        ],
+    )
+    def test_every_syntax_error_is_gos_text(self, body: bytes, detail: str) -> None:
+        """Where Python's json words an error its own way, Go's scanner gives Go's."""
         assert reason_for(body) == INVALID + detail
 
     @pytest.mark.parametrize(

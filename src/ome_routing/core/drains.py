@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ome_routing.core.jsontokens import Delim, GoJSONError, TokenStream, format_token
+from ome_routing.core.gojson import Delim, GoJSONError, TokenStream, format_token
 from ome_routing.core.quoting import quote
 
 ANNOTATION = "ome.io/traffic-drain"

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from ome_routing.core.durations import Duration, DurationError, parse_duration
+from ome_routing.core.quoting import quote
 
 ZERO = Duration(0)
 DURATION_HINT = '(use forms like "30s", "5m")'
@@ -76,26 +77,9 @@ def show(value: object) -> str:
         return repr(value)
 
 
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_GO_ESCAPES |= {"\v": "\\v", "\\": "\\\\", '"': '\\"'}
-
-
 def go_q(text: str) -> str:
     """A string as Go's `%q` prints it: printable characters kept, others escaped."""
-    out = ['"']
-    for char in text:
-        if char in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[char])
-        elif char == " " or char.isprintable():
-            out.append(char)
-        elif ord(char) < 0x80:
-            out.append(f"\\x{ord(char):02x}")
-        elif ord(char) <= 0xFFFF:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(f"\\U{ord(char):08x}")
-    out.append('"')
-    return "".join(out)
+    return quote(text)
 
 
 def go_list(items: Iterable[str]) -> str:

@@ -16,8 +16,8 @@ decoded as OME decodes it with Go's `encoding/json` into a struct with an `int32
   Go's zero time), a negative count.
 
 Each failure carries the exact `fallbackReason` text that the TrafficMap shows: Go's
-error text after the `capacity response is not a valid report: ` prefix where it is
-known (`core.gojson`), cut short so that a hostile body cannot blow up a status field.
+error text after the `capacity response is not a valid report: ` prefix (`core.gojson`),
+cut short so that a hostile body cannot blow up a status field.
 The usual shape is read by a fast path that gives the same result as the general one.
 
 Errors: `ReportError` (its `reason` is the fallback reason) from `parse_report`;
@@ -181,10 +181,9 @@ def parse_report(body: bytes) -> Reading:
     plain = _plain_report(body)
     if plain is not None:
         return plain
-    text = gojson.read_text(body)
     try:
-        document = gojson.check(text)
-    except gojson.GoSyntaxError as err:
+        text, document = gojson.decode(body)
+    except gojson.GoJSONError as err:
         raise _invalid(str(err)) from None
     servable: int | None = None
     observed: tuple[datetime, bool] | None = None

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from ome_routing.core.jsontokens import (
+from ome_routing.core.gojson import (
     Delim,
     GoJSONError,
     Token,
     TokenStream,
     format_token,
-    quote_char,
 )
 
 
@@ -124,6 +123,36 @@ def test_more_is_false_at_a_closing_delimiter_or_the_end() -> None:
     assert not stream.more()
 
 
+@pytest.mark.parametrize("text", ["1.", "-", '"\\', "[1, tru"])
+def test_input_ending_inside_a_value_is_an_unexpected_eof(text: str) -> None:
+    """The decoder says `unexpected EOF` where `json.Unmarshal` names the space it feeds."""
+    assert first_error(text) == "unexpected EOF"
+
+
+def test_a_number_at_the_very_end_is_a_whole_token() -> None:
+    assert tokens("[12")[-1] == 12.0
+    assert tokens("12") == [12.0]
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ('{"k":[1e999, "x"]}', "json: cannot unmarshal array into Go value of type string"),
+        ('{"k":[1e999 x]}', "invalid character 'x' after array element"),
+    ],
+)
+def test_a_value_read_whole_is_checked_before_any_number_in_it_is_converted(
+    text: str, error: str
+) -> None:
+    """Go reads a value's syntax first; a string field holding an array is a type error."""
+    stream = TokenStream(text)
+    stream.token()
+    stream.token()
+    with pytest.raises(GoJSONError) as caught:
+        stream.string_value()
+    assert str(caught.value) == error
+
+
 def test_escaped_surrogate_pairs_join_and_a_lone_one_is_replaced() -> None:
     assert tokens('"\\ud83d\\ude00"') == ["\U0001f600"]
     assert tokens('"a\\ud83db"') == ["a\ufffdb"]
@@ -146,11 +175,3 @@ def test_escaped_surrogate_pairs_join_and_a_lone_one_is_replaced() -> None:
 )
 def test_tokens_print_as_gos_percent_v(token: Token, shown: str) -> None:
     assert format_token(token) == shown
-
-
-@pytest.mark.parametrize(
-    ("char", "shown"),
-    [("x", "'x'"), ("'", "'\\''"), ('"', "'\"'"), ("\x01", "'\\x01'"), ("\t", "'\\t'")],
-)
-def test_characters_are_named_as_gos_scanner_names_them(char: str, shown: str) -> None:
-    assert quote_char(char) == shown
