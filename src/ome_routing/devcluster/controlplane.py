@@ -294,6 +294,7 @@ class LocalControlPlane:
         self._state = {
             "server_url": server_url,
             "ports": {"kube-apiserver": api_port, "etcd-client": etcd_port, "etcd-peer": peer_port},
+            "argv": {"etcd": etcd_argv, "kube-apiserver": apiserver_argv},
         }
         self._api_client = None
         for name, argv in (("etcd", etcd_argv), ("kube-apiserver", apiserver_argv)):
