@@ -64,9 +64,17 @@ def figure(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
 
 
 @pytest.fixture
-def plane(tmp_path: Path) -> Iterator[LocalControlPlane]:
+def apiserver_flags() -> tuple[str, ...]:
+    """Extra kube-apiserver flags; a test module overrides this fixture to change them."""
+    return ()
+
+
+@pytest.fixture
+def plane(tmp_path: Path, apiserver_flags: tuple[str, ...]) -> Iterator[LocalControlPlane]:
     tools: Tools = ensure_tools()
-    with LocalControlPlane(tmp_path / "plane", tools=tools) as started:
+    with LocalControlPlane(
+        tmp_path / "plane", tools=tools, apiserver_flags=apiserver_flags
+    ) as started:
         yield started
 
 

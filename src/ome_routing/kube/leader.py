@@ -12,8 +12,9 @@ and awaited first, so the writes it has in flight end before anything else, and 
 is the Lease released, so that a standby takes over at once without waiting for expiry and
 never writes alongside this replica.
 
-Errors: API failures while acquiring or renewing are retried (logged at debug); they never
-escape `run`, which ends only when cancelled.
+Errors: API failures while acquiring or renewing, refused connections included (the API
+server away), are retried (logged at debug); they never escape `run`, which ends only
+when cancelled or when `lead` ends.
 """
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ class LeaderElector:
         except ApiError as err:
             log.debug("lease %s: %s", self._name, err.status.message)
             return False
-        except OSError as err:
+        except Exception as err:  # any transport failure (the API server away): try again
             log.debug("lease %s: %s", self._name, err)
             return False
 
@@ -226,5 +227,5 @@ class LeaderElector:
             lease.spec.leaseDurationSeconds = 1
             lease.spec.renewTime = micro_now()
             await self._client.replace(lease)
-        except (ApiError, OSError) as err:
+        except Exception as err:  # best effort: the Lease expires anyway
             log.debug("releasing lease %s: %s", self._name, err)
