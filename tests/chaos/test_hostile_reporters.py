@@ -12,6 +12,7 @@ runs the long version).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import statistics
 import time
@@ -96,7 +97,7 @@ async def test_a_thousand_hostile_homes_get_only_the_guides_reasons_and_flat_mem
     intervals = [
         b - a
         for times in hostile.requests.values()
-        for a, b in zip(times, times[1:], strict=False)
+        for a, b in itertools.pairwise(times)
         if start <= a and b < end
     ]
     figure("homes", 2 * SERVICES)
