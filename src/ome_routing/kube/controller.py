@@ -48,6 +48,8 @@ HomeKey = tuple[str, str, str]
 RESYNC_SECONDS = 600.0
 #: How long a stopping worker may take to finish the writes of the reconcile it is in, so
 #: that a shutdown or a lost leadership never leaves a map with a new spec and an old status.
+#: With the election's renew deadline (10s) it stays within the Lease's duration (15s), so
+#: a replica that lost the Lease has stopped writing before another one can take it.
 WRITE_GRACE_SECONDS = 5.0
 _RETRY_START = 1.0
 _RETRY_MAX = 60.0
