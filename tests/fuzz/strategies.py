@@ -21,6 +21,10 @@ def profile() -> settings:
     return settings.get_profile(os.environ.get("OME_FUZZ_PROFILE", "fuzz-ci"))
 
 
+#: pytest-timeout's limit for one fuzz test: none for the long profile (minutes per test).
+TIMEOUT = 0 if os.environ.get("OME_FUZZ_PROFILE") == "fuzz" else 300
+
+
 SCALARS = (
     st.none()
     | st.booleans()

@@ -13,9 +13,10 @@ import json
 import re
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import JSON, NEAR, profile, shaped
+from strategies import JSON, NEAR, TIMEOUT, profile, shaped
 
 from ome_routing.core.config import ConfigError, config_from_values
 from ome_routing.core.drains import ANNOTATION, DrainAnnotationError, parse_drains
@@ -34,6 +35,8 @@ from ome_routing.core.report import (
     ReportError,
     parse_report,
 )
+
+pytestmark = pytest.mark.timeout(TIMEOUT)
 
 ROUTING_ON: dict[str, Any] = {
     "ome": {
