@@ -189,8 +189,11 @@ class ControllerProcess:
         *,
         lease: str,
         identity: str = "",
+        namespace: str = "default",
     ) -> None:
         self.kubeconfig = kubeconfig
+        #: the controller's own namespace: its Lease (and ConfigMap) live there
+        self.namespace = namespace
         self.workdir = workdir
         self.lease = lease
         self.identity = identity or f"test-{os.getpid()}-{free_port()}"
@@ -214,7 +217,7 @@ class ControllerProcess:
             "--kubeconfig",
             str(self.kubeconfig),
             "--namespace",
-            "default",
+            self.namespace,
             "--metrics-bind-address",
             f"127.0.0.1:{self.port}",
             "--lease-name",

@@ -66,6 +66,7 @@ class LocalControlPlane:
         install_crds: bool = True,
         detached: bool = False,
         startup_timeout: float = 90.0,
+        apiserver_flags: Sequence[str] = (),
     ) -> None:
         self._dir_given = dir is not None
         self._dir = Path(dir).resolve() if dir is not None else None
@@ -74,6 +75,8 @@ class LocalControlPlane:
         self._install_crds = install_crds
         self._detached = detached
         self._startup_timeout = startup_timeout
+        #: extra kube-apiserver flags, after ours (a later flag wins), e.g. for fault tests
+        self._apiserver_flags = list(apiserver_flags)
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._processes: list[processes.ProcessId] = []
         self._state: dict[str, Any] = {}
@@ -290,10 +293,12 @@ class LocalControlPlane:
             # As envtest: no default ServiceAccount controller runs, so do not require one.
             "--disable-admission-plugins=ServiceAccount",
             "--profiling=false",
+            *self._apiserver_flags,
         ]
         self._state = {
             "server_url": server_url,
             "ports": {"kube-apiserver": api_port, "etcd-client": etcd_port, "etcd-peer": peer_port},
+            "argv": {"etcd": etcd_argv, "kube-apiserver": apiserver_argv},
         }
         self._api_client = None
         for name, argv in (("etcd", etcd_argv), ("kube-apiserver", apiserver_argv)):

@@ -6,7 +6,9 @@ TrafficMaps and WorkloadClusters, polls every home through one `Observer`, and r
 `reconcile.plan` what the service is, syncs the observer's homes, and writes the map's
 spec and status only where they differ from what the API server holds, so a steady
 state makes no writes. Every run starts with a fresh observer: a restart or a new
-leader starts every home over with no readings.
+leader starts every home over with no readings. When it stops (shutdown or lost
+leadership), each worker first finishes the reconcile it is in, so no map is left with a
+new spec and an old status.
 
 A home is the observer's by OME's key (`HomeKey`): the owner's UID, the map, the
 cluster, the canonical endpoint and the capacity poll's digest. So a service deleted
@@ -26,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -96,6 +98,11 @@ def home_keys(key: ServiceKey, routed: Routed | None) -> dict[str, HomeKey]:
 
 #: A full pass over every service, in case an event was lost.
 RESYNC_SECONDS = 600.0
+#: How long a stopping worker may take to finish the writes of the reconcile it is in, so
+#: that a shutdown or a lost leadership never leaves a map with a new spec and an old status.
+#: With the election's renew deadline (10s) it stays within the Lease's duration (15s), so
+#: a replica that lost the Lease has stopped writing before another one can take it.
+WRITE_GRACE_SECONDS = 5.0
 _RETRY_START = 1.0
 _RETRY_MAX = 60.0
 
@@ -233,7 +240,7 @@ class Controller:
             key = await self._queue.get()
             started = time.perf_counter()
             try:
-                result = await self.reconcile(key)
+                result = await _finish_when_cancelled(self.reconcile(key), WRITE_GRACE_SECONDS)
                 self._retries.pop(key, None)
             except asyncio.CancelledError:
                 raise
@@ -375,6 +382,17 @@ class Controller:
         self._metrics.writes.labels(kind="delete").inc()
         self._maps.forget(key)
         log.info("deleted TrafficMap %s/%s", key[0], key[1])
+
+
+async def _finish_when_cancelled(work: Coroutine[Any, Any, str], grace: float) -> str:
+    """Run `work`; when cancelled, let it finish (for at most `grace` s), then stop."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.wait_for(task, grace)
+        raise
 
 
 def _raw(obj: Any) -> RawObject:

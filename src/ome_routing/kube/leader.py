@@ -7,16 +7,19 @@ monotonic clock from the moment it last saw the Lease change, not from the `rene
 stamped by another replica, so clock skew between replicas cannot steal a Lease.
 
 On losing leadership the `lead` coroutine is cancelled; the caller starts every home over
-when it leads again. On shutdown the Lease is released so a standby takes over at once.
+when it leads again. On shutdown (cancellation of `run`) the `lead` coroutine is cancelled
+and awaited first, so the writes it has in flight end before anything else, and only then
+is the Lease released, so that a standby takes over at once without waiting for expiry and
+never writes alongside this replica.
 
-Errors: API failures while acquiring or renewing are retried (logged at debug); they never
-escape `run`, which ends only when cancelled.
+Errors: API failures while acquiring or renewing, refused connections included (the API
+server away), are retried (logged at debug); they never escape `run`, which ends only
+when cancelled or when `lead` ends.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -67,6 +70,18 @@ def micro_now() -> datetime:
     return now if now.microsecond else now.replace(microsecond=1)
 
 
+async def _stop_all(*tasks: asyncio.Task[None]) -> None:
+    """Cancel `tasks` and wait until each has finished, even if the caller is cancelled."""
+    for task in tasks:
+        task.cancel()
+    stopped = asyncio.ensure_future(asyncio.gather(*tasks, return_exceptions=True))
+    try:
+        await asyncio.shield(stopped)
+    except asyncio.CancelledError:
+        await stopped
+        raise
+
+
 def lease_is_free(
     observation: Observation | None, identity: str, now: float, duration: float
 ) -> bool:
@@ -111,14 +126,15 @@ class LeaderElector:
                 log.info("became leader", extra={"lease": self._name, "identity": self.identity})
                 leading = asyncio.create_task(lead(), name="leading")
                 renewing = asyncio.create_task(self._keep_renewing(), name="renewing")
-                done, _ = await asyncio.wait(
-                    {leading, renewing}, return_when=asyncio.FIRST_COMPLETED
-                )
-                self.is_leader = False
-                for task in (leading, renewing):
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+                try:
+                    done, _ = await asyncio.wait(
+                        {leading, renewing}, return_when=asyncio.FIRST_COMPLETED
+                    )
+                finally:
+                    # Also when cancelled: the work must have stopped before the Lease is
+                    # given up, or a standby could write while this replica still does.
+                    self.is_leader = False
+                    await _stop_all(leading, renewing)
                 if leading in done:
                     leading.result()
                     return
@@ -181,7 +197,7 @@ class LeaderElector:
         except ApiError as err:
             log.debug("lease %s: %s", self._name, err.status.message)
             return False
-        except OSError as err:
+        except Exception as err:  # any transport failure (the API server away): try again
             log.debug("lease %s: %s", self._name, err)
             return False
 
@@ -211,5 +227,5 @@ class LeaderElector:
             lease.spec.leaseDurationSeconds = 1
             lease.spec.renewTime = micro_now()
             await self._client.replace(lease)
-        except (ApiError, OSError) as err:
+        except Exception as err:  # best effort: the Lease expires anyway
             log.debug("releasing lease %s: %s", self._name, err)

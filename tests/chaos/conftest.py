@@ -1,0 +1,88 @@
+"""The chaos suite: faults made on purpose on a local control plane of its own, one per test.
+
+Every test here is marked `chaos` (and runs with the rest under `make test`). Each test
+starts its own etcd and kube-apiserver, because it kills them. Figures (recovery times,
+events lost, violations) are recorded with the `figure` fixture and printed at the end of
+the run under "chaos figures".
+
+- `plane`: a fresh `LocalControlPlane` for one test.
+- `fleet`: that plane, a namespace, two reporters on loopback, N routed services (N given
+  by `fleet.route(n)`), a `MapRecorder`, and the controller processes the test starts.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+CHAOS_DIR = Path(__file__).parent
+sys.path.insert(0, str(CHAOS_DIR.parent / "e2e"))  # controller_harness
+
+from fleet import Fleet  # noqa: E402
+
+from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools  # noqa: E402
+
+_FIGURES: list[tuple[str, str, str]] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if CHAOS_DIR in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.chaos)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly or not any(
+        CHAOS_DIR in Path(str(item.path)).parents for item in session.items
+    ):
+        return
+    ensure_tools()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _FIGURES:
+        return
+    terminalreporter.section("chaos figures")
+    for test, name, value in _FIGURES:
+        terminalreporter.write_line(f"{test}: {name} = {value}")
+
+
+@pytest.fixture
+def figure(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
+    """Record one figure of this test, e.g. `figure("recovery after restart (s)", 3.2)`."""
+
+    def record(name: str, value: object) -> None:
+        text = f"{value:.2f}" if isinstance(value, float) else str(value)
+        _FIGURES.append((request.node.name, name, text))
+        request.node.user_properties.append((name, text))
+
+    return record
+
+
+@pytest.fixture
+def apiserver_flags() -> tuple[str, ...]:
+    """Extra kube-apiserver flags; a test module overrides this fixture to change them."""
+    return ()
+
+
+@pytest.fixture
+def plane(tmp_path: Path, apiserver_flags: tuple[str, ...]) -> Iterator[LocalControlPlane]:
+    tools: Tools = ensure_tools()
+    with LocalControlPlane(
+        tmp_path / "plane", tools=tools, apiserver_flags=apiserver_flags
+    ) as started:
+        yield started
+
+
+@pytest.fixture
+async def fleet(plane: LocalControlPlane, tmp_path: Path) -> AsyncIterator[Fleet]:
+    world = Fleet(plane, tmp_path)
+    await world.open()
+    try:
+        yield world
+    finally:
+        await world.close()

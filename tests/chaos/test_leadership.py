@@ -1,0 +1,150 @@
+"""Leadership under faults: a graceful stop hands over at once, a crash within the Lease's term.
+
+Two controller processes share one Lease; reporters flap so that the leader is writing
+maps all the time when it is stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from controller_harness import eventually
+from fleet import Fleet
+from invariants import half_written
+
+from ome_routing.kube.resources import TrafficMap
+
+pytestmark = pytest.mark.timeout(300)
+
+SERVICES = 60
+#: client-go's defaults, which the controller uses: Lease duration and retry period
+LEASE_DURATION = 15.0
+RETRY_PERIOD = 2.0
+START_OVER = ("no capacity report yet", "capacity report awaiting quorum")
+
+
+@contextlib.asynccontextmanager
+async def flapping(fleet: Fleet) -> AsyncIterator[None]:
+    """worker-a's count flips between 1 and 2 so that every map is rewritten every poll."""
+    fleet.recorder.rises_allowed = True
+    reporter = fleet.reporters["worker-a"]
+
+    async def flip() -> None:
+        while True:
+            reporter.servable = 3 - reporter.servable
+            await asyncio.sleep(0.4)
+
+    task = asyncio.create_task(flip())
+    try:
+        await eventually(
+            lambda: _true(len(fleet.recorder.writes_since(time.monotonic() - 2)) >= SERVICES),
+            60,
+            "the leader to be writing maps all the time",
+        )
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        reporter.servable = 1
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def leader_and_standby(fleet: Fleet) -> None:
+    await fleet.route(SERVICES)
+    await fleet.start_controller("leader")
+    await fleet.start_controller("standby", wait=False)
+    await fleet.until_correct()
+    assert await fleet.lease_holder() == "leader"
+
+
+async def every_map_rewritten_since(fleet: Fleet, moment: float) -> None:
+    """Wait until the new leader has written every map (it starts every home over)."""
+    await eventually(
+        lambda: _true({w.name for w in fleet.recorder.writes_since(moment)} >= set(fleet.services)),
+        60,
+        "the new leader to write every map",
+    )
+
+
+async def half_written_maps(fleet: Fleet) -> list[str]:
+    found = []
+    async for tmap in fleet.client.list(TrafficMap, namespace="chaos"):
+        raw = tmap.to_dict()
+        if half_written(raw):
+            found.append(raw["metadata"]["name"])
+    return found
+
+
+async def test_sigterm_releases_the_lease_at_once_and_leaves_every_map_whole(
+    fleet: Fleet, figure: Callable[[str, object], None]
+) -> None:
+    await leader_and_standby(fleet)
+    leader, standby = fleet.controllers
+    assert leader.process is not None and standby.process is not None
+    async with flapping(fleet):
+        # The standby holds still, so that what the leader leaves behind can be looked at.
+        standby.process.send_signal(signal.SIGSTOP)
+        stopping = time.monotonic()
+        leader.process.send_signal(signal.SIGTERM)
+        assert await leader.wait_exit() == 0
+        figure("SIGTERM to exit (s)", time.monotonic() - stopping)
+    assert await fleet.lease_holder() in (None, ""), "the Lease must be released on SIGTERM"
+    assert await half_written_maps(fleet) == []
+
+    resumed = time.monotonic()
+    standby.process.send_signal(signal.SIGCONT)
+    await eventually(
+        lambda: _holder_is(fleet, "standby"), 30, "the standby to take the released Lease"
+    )
+    figure("released Lease to standby leading (s)", time.monotonic() - resumed)
+    await every_map_rewritten_since(fleet, resumed)
+    correct = await fleet.until_correct()
+    figure("released Lease to every map correct again (s)", correct - resumed)
+    assert fleet.recorder.violations == []
+    figure("invariant violations", len(fleet.recorder.violations))
+
+
+async def test_a_leader_killed_mid_write_is_replaced_and_no_map_stays_half_written(
+    fleet: Fleet, figure: Callable[[str, object], None]
+) -> None:
+    await leader_and_standby(fleet)
+    leader = fleet.controllers[0]
+    assert leader.process is not None
+    async with flapping(fleet):
+        killed = time.monotonic()
+        leader.process.send_signal(signal.SIGKILL)
+        await leader.wait_exit()
+        await eventually(
+            lambda: _holder_is(fleet, "standby"),
+            LEASE_DURATION + RETRY_PERIOD + 30,
+            "the standby to take the Lease",
+        )
+        taken = time.monotonic()
+        figure("SIGKILL to standby leading (s)", taken - killed)
+        figure("Lease duration + retry period (s)", LEASE_DURATION + RETRY_PERIOD)
+    await every_map_rewritten_since(fleet, taken)
+    correct = await fleet.until_correct()
+    figure("standby leading to every map correct (s)", correct - taken)
+    after = [w for w in fleet.recorder.writes if w.at >= taken]
+    assert any(reason.startswith(START_OVER) for w in after for reason in w.reasons), (
+        "the new leader must start every home over"
+    )
+    assert await fleet.quiet_writes(5) == 0, "at rest the controller writes nothing"
+    assert await half_written_maps(fleet) == []
+    assert fleet.recorder.violations == []
+    figure("invariant violations", len(fleet.recorder.violations))
+
+
+async def _holder_is(fleet: Fleet, identity: str) -> bool:
+    with contextlib.suppress(Exception):
+        return await fleet.lease_holder() == identity
+    return False
