@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import signal
 import time
 from collections.abc import Mapping
@@ -113,9 +114,19 @@ class Fleet:
 
     # -- controllers --------------------------------------------------------------------
 
-    async def start_controller(self, identity: str, *, wait: bool = True) -> ControllerProcess:
+    async def start_controller(
+        self,
+        identity: str,
+        *,
+        wait: bool = True,
+        observer: dict[str, Any] | None = None,
+    ) -> ControllerProcess:
+        """Start a controller; `observer` overrides chart `routing.observer` limits."""
+        values = copy.deepcopy(ROUTING_ON)
+        if observer:
+            values["ome"]["multicluster"]["config"]["routing"]["observer"] = dict(observer)
         process = ControllerProcess(
-            self.plane.kubeconfig, ROUTING_ON, self.workdir, lease=LEASE, identity=identity
+            self.plane.kubeconfig, values, self.workdir, lease=LEASE, identity=identity
         )
         self.controllers.append(process.start())
         if wait:

@@ -123,12 +123,7 @@ async def test_a_leader_killed_mid_write_is_replaced_and_no_map_stays_half_writt
         killed = time.monotonic()
         leader.process.send_signal(signal.SIGKILL)
         await leader.wait_exit()
-        await eventually(
-            lambda: _holder_is(fleet, "standby"),
-            LEASE_DURATION + RETRY_PERIOD + 30,
-            "the standby to take the Lease",
-        )
-        taken = time.monotonic()
+        taken = await standby_leading_since(fleet, killed, LEASE_DURATION + RETRY_PERIOD + 30)
         figure("SIGKILL to standby leading (s)", taken - killed)
         figure("Lease duration + retry period (s)", LEASE_DURATION + RETRY_PERIOD)
     await every_map_rewritten_since(fleet, taken)
@@ -142,6 +137,27 @@ async def test_a_leader_killed_mid_write_is_replaced_and_no_map_stays_half_writt
     assert await half_written_maps(fleet) == []
     assert fleet.recorder.violations == []
     figure("invariant violations", len(fleet.recorder.violations))
+
+
+async def standby_leading_since(fleet: Fleet, before: float, timeout: float) -> float:
+    """Wait for the standby to hold the Lease; return a moment before its first write.
+
+    That is when the last read that still found another holder was sent (at first
+    `before`, the moment the old leader went): the standby acquired the Lease after that
+    read was served, so none of its writes is older. The moment the new holder is first
+    seen would be too late: under load the new leader can write some maps before the
+    test's next read of the Lease.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        asked = time.monotonic()
+        if await _holder_is(fleet, "standby"):
+            return before
+        before = asked
+        await asyncio.sleep(0.25)
+    raise AssertionError(
+        f"timed out after {timeout:.0f}s waiting for the standby to take the Lease"
+    )
 
 
 async def _holder_is(fleet: Fleet, identity: str) -> bool:
