@@ -194,6 +194,8 @@ class Observer:
         self._idle: deque[asyncio.Future[None]] = deque()
         #: wakes an idle worker when the first scheduled home is due
         self._timer: asyncio.TimerHandle | None = None
+        #: when `_timer` rings (uvloop's timers do not say)
+        self._timer_when = 0.0
         self._workers: list[asyncio.Task[None]] = []
 
     # --- the homes --------------------------------------------------------------
@@ -359,10 +361,11 @@ class Observer:
             return
         timer = self._timer
         if timer is not None:
-            if timer.when() <= first:
+            if self._timer_when <= first:
                 return
             timer.cancel()
         self._timer = loop.call_at(first, self._ring)
+        self._timer_when = first
 
     def _ring(self) -> None:
         self._timer = None

@@ -33,7 +33,7 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from ipaddress import ip_address
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import httptools
 
@@ -158,8 +158,7 @@ class Connection(asyncio.Protocol):
     # --- asyncio.Protocol --------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
 
     def data_received(self, data: bytes) -> None:
         waiter = self._waiter
