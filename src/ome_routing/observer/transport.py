@@ -97,6 +97,7 @@ class Connection(asyncio.Protocol):
         "_failure",
         "_head_bytes",
         "_informational",
+        "_keep_alive",
         "_limit",
         "_parser",
         "_pool",
@@ -122,6 +123,7 @@ class Connection(asyncio.Protocol):
         self._declared = False  # a Content-Length or Transfer-Encoding header came
         self._informational = False  # the answer being read is a 1xx one: skipped
         self._done = False
+        self._keep_alive = False
         self._failure: PollFailure | None = None
         #: the status line and headers of the current answer are in
         self.answered = False
@@ -144,7 +146,7 @@ class Connection(asyncio.Protocol):
         self._limit = limit
         self._chunks = []
         self._size = self._head_bytes = 0
-        self._declared = self._done = self.answered = False
+        self._declared = self._done = self._keep_alive = self.answered = False
         self._failure = None
         transport.write(head)
         return waiter
@@ -181,7 +183,7 @@ class Connection(asyncio.Protocol):
             self._waiter = None
             waiter.set_result(b"".join(self._chunks))
             self._chunks = []
-            if self._parser.should_keep_alive():
+            if self._keep_alive:
                 self._pool.release(self)
             else:
                 self._drop()
@@ -247,6 +249,8 @@ class Connection(asyncio.Protocol):
             self._head_bytes = 0
         else:
             self._done = True
+            # read here: llhttp forgets it once the message is over
+            self._keep_alive = self._parser.should_keep_alive()
 
     # --- ending ------------------------------------------------------------------
 
