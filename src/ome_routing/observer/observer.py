@@ -253,7 +253,7 @@ class Observer:
             for number in range(self._client.budget.limit)
         ]
         for key, old in list(self._homes.items()):
-            home = self._new_home(key, old.endpoint, old.policy)
+            home = self._new_home(key, old.endpoint, old.policy, old.request)
             self._homes[key] = home
             self._launch(home, spread=True)
             if home.verdict != old.verdict:
@@ -288,9 +288,17 @@ class Observer:
 
     # --- one home -------------------------------------------------------------------
 
-    def _new_home(self, key: HomeKey, endpoint: str, policy: CapacityPolicy) -> _Home:
+    def _new_home(
+        self,
+        key: HomeKey,
+        endpoint: str,
+        policy: CapacityPolicy,
+        request: PollRequest | PollFailure | None = None,
+    ) -> _Home:
+        """A home with an empty window; `request` is the home's as built before, if it was."""
         window = empty_window(_settings(policy))
-        request = _request(endpoint, policy)
+        if request is None:
+            request = _request(endpoint, policy)
         if self._phase is not _Phase.RUNNING:
             reason = failures.not_submitted(f"observer is {self._phase.value}").reason
             window = record_failure(window, reason)
