@@ -153,6 +153,12 @@ class _Home:
     retired: bool = False
 
 
+#: The reason of the homes held while the observer does not run: one text for all of them.
+_NOT_SUBMITTED = {
+    phase: failures.not_submitted(f"observer is {phase.value}").reason for phase in _Phase
+}
+
+
 def _settings(policy: CapacityPolicy) -> WindowSettings:
     return WindowSettings(samples=policy.samples, quorum=policy.quorum, max_age=policy.max_age)
 
@@ -300,8 +306,7 @@ class Observer:
         if request is None:
             request = _request(endpoint, policy)
         if self._phase is not _Phase.RUNNING:
-            reason = failures.not_submitted(f"observer is {self._phase.value}").reason
-            window = record_failure(window, reason)
+            window = record_failure(window, _NOT_SUBMITTED[self._phase])
         elif isinstance(request, PollFailure):
             window = record_failure(window, request.reason)
         return _Home(key, endpoint, policy, request, window, verdict_at(window, self._clock()))

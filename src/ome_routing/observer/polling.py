@@ -65,9 +65,12 @@ _HEADERS = {
 
 @dataclass(frozen=True, slots=True)
 class PollRequest:
-    """A request ready to send: where, with which method, and its bytes."""
+    """A request ready to send: where, with which method, and its bytes.
 
-    url: URL
+    The URL is kept as text (for logs and tests); what is sent is `head`.
+    """
+
+    url: str
     method: str
     #: where its connection goes
     origin: Origin
@@ -80,7 +83,7 @@ def _prepared(url: URL, method: str) -> PollRequest:
     if host is None or port is None:
         raise failures.invalid_target(f"endpoint URL {quote(str(url))} must be absolute")
     head = request_head(method, url.raw_path_qs, url.raw_authority, _HEADERS)
-    return PollRequest(url, method, origin_of(host, port, url.scheme == "https"), head)
+    return PollRequest(str(url), method, origin_of(host, port, url.scheme == "https"), head)
 
 
 class PollResult(NamedTuple):
