@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import yaml
 
 from ome_routing.core.config import OperatorConfig, config_from_values
 from ome_routing.kube import reconcile
-from ome_routing.kube.watching import LAST_APPLIED, VIEWS, lean, routing_view
+from ome_routing.kube.watching import LAST_APPLIED, VIEWS, cached, compact, lean, routing_view
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 UID = "0f8e2c1a-5b7d-4e39-9c61-2d4a8b3f7e10"
@@ -91,7 +92,6 @@ def test_an_inference_services_view_keeps_routing_placement_and_metadata_only() 
     assert set(view["status"]) == {"placement"}
     assert view["metadata"]["annotations"] == {"ome.io/drain": "worker-a"}
     assert "managedFields" not in view["metadata"]
-    assert VIEWS["InferenceService"] is routing_view
 
 
 def test_a_reconcile_plans_the_same_from_the_view_as_from_the_whole_object() -> None:
@@ -100,3 +100,18 @@ def test_a_reconcile_plans_the_same_from_the_view_as_from_the_whole_object() -> 
     whole = reconcile.plan(isvc, a_map(), chart())
     assert isinstance(whole, reconcile.Routed)
     assert reconcile.plan(routing_view(isvc), lean(a_map()), chart()) == whole
+
+
+def test_cached_objects_share_their_keys_and_short_strings() -> None:
+    first = compact(json.loads(json.dumps(with_server_fields(a_map()))))
+    second = compact(json.loads(json.dumps(with_server_fields(a_map()))))
+    assert first == with_server_fields(a_map())
+    first_keys = {id(key) for key in first["metadata"]}
+    assert first_keys == {id(key) for key in second["metadata"]}
+    assert first["metadata"]["name"] is second["metadata"]["name"]
+
+
+def test_an_informer_caches_each_kind_as_its_reconciles_read_it() -> None:
+    isvc = with_server_fields(an_isvc())
+    assert VIEWS["InferenceService"](isvc) == routing_view(isvc)
+    assert cached(with_server_fields(a_map())) == lean(with_server_fields(a_map()))
