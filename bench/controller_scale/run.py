@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import httpx2
 import yaml
 from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
@@ -257,8 +258,12 @@ def pct(values: list[float], q: float) -> float:
 async def main_async(
     args: argparse.Namespace, plane: LocalControlPlane, endpoint: str, workdir: Path
 ) -> dict[str, Any]:
+    # listing tens of thousands of TrafficMaps takes longer than lightkube's default timeout
     client = AsyncClient(
-        KubeConfig.from_file(plane.kubeconfig), trust_env=False, field_manager="bench"
+        KubeConfig.from_file(plane.kubeconfig),
+        trust_env=False,
+        field_manager="bench",
+        timeout=httpx2.Timeout(300.0),
     )
     reporter = ChangingReporter()
     await reporter.start()
@@ -336,7 +341,7 @@ async def main_async(
                 raise SystemExit(
                     f"only {ready}/{homes} homes converged in {args.converge_limit:.0f}s"
                 )
-            await asyncio.sleep(2)
+            await asyncio.sleep(2 if homes < 15_000 else 10)
         converged = time.monotonic() - started
         log(f"every home has a ceiling after {converged:.1f}s")
 
