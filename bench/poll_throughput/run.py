@@ -154,7 +154,9 @@ async def observe(
         for i in range(homes):
             observer.set_home(f"bench/isvc-{i}/worker-a", endpoint, policy)
         await observer.start()
+        recorder.keep_times = False  # the intervals of the warm-up are not counted
         await asyncio.sleep(warmup)
+        recorder.keep_times = keep_times
         count0, cpu0, t0 = recorder.count, time.process_time(), time.monotonic()
         await asyncio.sleep(seconds)
         polls = recorder.count - count0
@@ -204,7 +206,13 @@ async def run_phase(args: argparse.Namespace, endpoint: str) -> dict[str, object
         result.update(rate=rate, cpu=cpu, failed=recorder.failures)
     else:
         recorder, rate, cpu = await observe(
-            endpoint, args.lag_homes, args.lag_period, args.budget, args.lag_seconds, 0.0, True
+            endpoint,
+            args.lag_homes,
+            args.lag_period,
+            args.budget,
+            args.lag_seconds,
+            args.lag_warmup,
+            True,
         )
         result.update(rate=rate, cpu=cpu, failed=recorder.failures)
         result["lags"] = interval_lags(recorder, args.lag_period)
@@ -315,6 +323,12 @@ def main() -> None:
     parser.add_argument("--lag-homes", type=int, default=10_000)
     parser.add_argument("--lag-period", type=float, default=10.0)
     parser.add_argument("--lag-seconds", type=float, default=22.0)
+    parser.add_argument(
+        "--lag-warmup",
+        type=float,
+        default=0.0,
+        help="seconds of (d) before it starts counting (0: from the moment the homes are set)",
+    )
     parser.add_argument(
         "--no-tune-gc",
         action="store_true",
