@@ -43,6 +43,7 @@ from typing import Any
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from minimal_client import minimal_loop
 from nginx_reporter import nginx_reporter
 
 from ome_routing.core.durations import Duration
@@ -53,6 +54,7 @@ from ome_routing.observer import (
     PollClient,
     PollEvent,
     RequestBudget,
+    eventloop,
     tune_gc,
 )
 
@@ -152,7 +154,9 @@ async def observe(
         for i in range(homes):
             observer.set_home(f"bench/isvc-{i}/worker-a", endpoint, policy)
         await observer.start()
+        recorder.keep_times = False  # the intervals of the warm-up are not counted
         await asyncio.sleep(warmup)
+        recorder.keep_times = keep_times
         count0, cpu0, t0 = recorder.count, time.process_time(), time.monotonic()
         await asyncio.sleep(seconds)
         polls = recorder.count - count0
@@ -184,6 +188,11 @@ async def run_phase(args: argparse.Namespace, endpoint: str) -> dict[str, object
             await asyncio.sleep(lead)
         rate, cpu = await bare_fetch_loop(endpoint + "/capacity", args.budget, args.seconds)
         result.update(rate=rate, cpu=cpu, failed=0)
+    elif args.phase == "minimal":
+        if args.start_at is not None:
+            await asyncio.sleep(lead)
+        rate, cpu = await minimal_loop(endpoint + "/capacity", args.budget, args.seconds)
+        result.update(rate=rate, cpu=cpu, failed=0)
     elif args.phase == "saturate":
         recorder, rate, cpu = await observe(
             endpoint,
@@ -197,7 +206,13 @@ async def run_phase(args: argparse.Namespace, endpoint: str) -> dict[str, object
         result.update(rate=rate, cpu=cpu, failed=recorder.failures)
     else:
         recorder, rate, cpu = await observe(
-            endpoint, args.lag_homes, args.lag_period, args.budget, args.lag_seconds, 0.0, True
+            endpoint,
+            args.lag_homes,
+            args.lag_period,
+            args.budget,
+            args.lag_seconds,
+            args.lag_warmup,
+            True,
         )
         result.update(rate=rate, cpu=cpu, failed=recorder.failures)
         result["lags"] = interval_lags(recorder, args.lag_period)
@@ -225,46 +240,53 @@ def phase(endpoint: str, name: str) -> dict[str, Any]:
     return figures_of(name, start_phase(endpoint, name))
 
 
-def phases_together(endpoint: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(b) and (c) at once, sharing one CPU, measured over the same seconds."""
+def phases_together(endpoint: str, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Phases at once, sharing one CPU, measured over the same seconds."""
     start_at = str(time.time() + 3.0)
-    bare = start_phase(endpoint, "bare", "--start-at", start_at)
-    observed = start_phase(endpoint, "saturate", "--start-at", start_at)
-    return figures_of("bare", bare), figures_of("saturate", observed)
+    children = {name: start_phase(endpoint, name, "--start-at", start_at) for name in names}
+    return {name: figures_of(name, child) for name, child in children.items()}
 
 
 def report(args: argparse.Namespace, endpoint: str, wrk_rate: float) -> None:
-    ratios: list[float] = []
-    cpu_ratios: list[float] = []
+    references = [name for name in ("bare", "minimal") if name in args.references]
+    names = [*references, "saturate"]
+    ratios: dict[str, list[float]] = {name: [] for name in references}
+    cpu_ratios: dict[str, list[float]] = {name: [] for name in references}
     for round_ in range(1, args.rounds + 1):
-        if not args.apart:
-            bare, observed = phases_together(endpoint)
-        else:
-            bare = phase(endpoint, "bare")
-        print(
-            f"(b) bare aiohttp loop, {args.budget} at once:   {bare['rate']:9.0f} polls/s  "
-            f"({bare['cpu']:.3f} CPU s per 1,000; longest GC {bare['longest_gc'] * 1000:.1f} ms)"
-            f"   round {round_}"
-        )
         if args.apart:
-            observed = phase(endpoint, "saturate")
+            figures = {name: phase(endpoint, name) for name in names}
+        else:
+            figures = phases_together(endpoint, names)
+        observed = figures["saturate"]
+        for name in references:
+            got = figures[name]
+            print(
+                f"{LABELS[name]}{got['rate']:9.0f} polls/s  ({got['cpu']:.3f} CPU s per 1,000;"
+                f" longest GC {got['longest_gc'] * 1000:.1f} ms)   round {round_}"
+            )
         print(
             f"(c) observer, {args.saturate_homes} homes every {args.saturate_period}s: "
             f"{observed['rate']:9.0f} polls/s  ({observed['cpu']:.3f} CPU s per 1,000; "
             f"{observed['failed']} failed; longest GC {observed['longest_gc'] * 1000:.1f} ms)"
         )
-        ratios.append(observed["rate"] / bare["rate"])
-        cpu_ratios.append(observed["cpu"] / bare["cpu"])
-        print(
-            f"    (c)/(b) = {ratios[-1]:.2f}   (c)/(a) = {observed['rate'] / wrk_rate:.3f}   "
-            f"CPU per poll (c)/(b) = {cpu_ratios[-1]:.2f}"
-        )
+        line = [f"(c)/(a) = {observed['rate'] / wrk_rate:.3f}"]
+        for name in references:
+            ratios[name].append(observed["rate"] / figures[name]["rate"])
+            cpu_ratios[name].append(observed["cpu"] / figures[name]["cpu"])
+            line.append(
+                f"(c)/{SHORT[name]} = {ratios[name][-1]:.2f}, "
+                f"CPU per poll (c)/{SHORT[name]} = {cpu_ratios[name][-1]:.2f}"
+            )
+        print("    " + "   ".join(line))
     if args.rounds > 1:
-        print(
-            f"    over {args.rounds} rounds: (c)/(b) median {statistics.median(ratios):.2f} "
-            f"(min {min(ratios):.2f}, max {max(ratios):.2f}); CPU per poll (c)/(b) median "
-            f"{statistics.median(cpu_ratios):.2f}"
-        )
+        for name in references:
+            print(
+                f"    over {args.rounds} rounds: (c)/{SHORT[name]} median "
+                f"{statistics.median(ratios[name]):.2f} (min {min(ratios[name]):.2f}, max "
+                f"{max(ratios[name]):.2f}); CPU per poll (c)/{SHORT[name]} median "
+                f"{statistics.median(cpu_ratios[name]):.2f} (min {min(cpu_ratios[name]):.2f}, "
+                f"max {max(cpu_ratios[name]):.2f})"
+            )
     lagged = phase(endpoint, "lag")
     lags: list[float] = lagged["lags"]
     print(
@@ -278,6 +300,13 @@ def report(args: argparse.Namespace, endpoint: str, wrk_rate: float) -> None:
             f"median {statistics.median(lags) * 1000:.1f} ms, "
             f"p99 {percentile(lags, 0.99) * 1000:.1f} ms, max {max(lags) * 1000:.1f} ms"
         )
+
+
+LABELS = {
+    "bare": "(b) bare aiohttp loop, 16 at once:          ",
+    "minimal": "(e) asyncio.Protocol + httptools, 16 at once: ",
+}
+SHORT = {"bare": "(b)", "minimal": "(e)"}
 
 
 def load_average() -> str:
@@ -295,6 +324,12 @@ def main() -> None:
     parser.add_argument("--lag-period", type=float, default=10.0)
     parser.add_argument("--lag-seconds", type=float, default=22.0)
     parser.add_argument(
+        "--lag-warmup",
+        type=float,
+        default=0.0,
+        help="seconds of (d) before it starts counting (0: from the moment the homes are set)",
+    )
+    parser.add_argument(
         "--no-tune-gc",
         action="store_true",
         help="keep CPython's garbage-collector defaults instead of observer.tune_gc()",
@@ -310,15 +345,29 @@ def main() -> None:
         help="run (b) and (c) of a round one after the other, each with a CPU to itself, "
         "instead of at the same time sharing one",
     )
+    parser.add_argument(
+        "--loop",
+        choices=eventloop.NAMES,
+        default="uvloop",
+        help="the event loop of every Python phase (uvloop, as the controller, by default)",
+    )
+    parser.add_argument(
+        "--references",
+        default="bare,minimal",
+        help="the reference clients each round runs beside the observer: bare (aiohttp), "
+        "minimal (asyncio.Protocol + httptools), comma-separated",
+    )
     # the parent runs each phase in a child process of its own with these
     parser.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
-    parser.add_argument("--phase", choices=("bare", "saturate", "lag"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--phase", choices=("bare", "minimal", "saturate", "lag"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.phase is not None:
         if not args.no_tune_gc:
             tune_gc()  # as the controller does at startup
-        print(json.dumps(asyncio.run(run_phase(args, args.endpoint))))
+        print(json.dumps(eventloop.run(run_phase(args, args.endpoint), args.loop)))
         return
     for tool in ("nginx", "wrk"):
         if shutil.which(tool) is None and not os.path.exists(f"/usr/sbin/{tool}"):
@@ -327,7 +376,7 @@ def main() -> None:
         tune_gc()  # to show the thresholds each phase runs with
     print(
         f"python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, {os.cpu_count()} CPUs, "
-        f"gc thresholds {gc.get_threshold()}, load average {load_average()}"
+        f"gc thresholds {gc.get_threshold()}, loop {args.loop}, load average {load_average()}"
     )
     # nginx on one CPU, this process (and wrk, its child) on another: each phase gets the
     # same placement, instead of whatever the scheduler picks while it runs

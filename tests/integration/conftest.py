@@ -3,6 +3,9 @@
 `reporter` starts an aiohttp.web server on 127.0.0.1 whose routes a test sets;
 `raw_server` starts a bare asyncio server whose connection handler a test writes, for
 answers no web framework would send (silence, stalled bodies, broken framing).
+
+Every test runs on both event loops the controller may run on: uvloop's, and asyncio's
+own where uvloop is missing.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from ome_routing.core.durations import Duration
 from ome_routing.core.report import format_rfc3339
 from ome_routing.observer.budget import RequestBudget
+from ome_routing.observer.eventloop import loop_factory
 from ome_routing.observer.polling import PollClient
 
 LOOPBACK = "127.0.0.1"
@@ -79,6 +83,23 @@ class Reporter:
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """The loops of each test: uvloop's, as the controller's, and asyncio's, its fallback.
+
+    The time limits' own tests compare moments a float rounding apart, and uvloop's clock
+    counts whole milliseconds, so that `start + 0.3 - start` can be 0.29999...: they run
+    on asyncio's loop only (the polls' timeouts run on both through the other tests).
+    """
+    factories: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {}
+    factory = loop_factory("uvloop")
+    if factory is not None and item.path.name != "test_deadlines.py":
+        factories["uvloop"] = factory
+    factories["asyncio"] = asyncio.new_event_loop
+    return factories
 
 
 @pytest.fixture

@@ -7,6 +7,14 @@ deletion that happened while it was not watching is never missed. The cache hold
 raw JSON objects (plain dicts) keyed by (namespace, name); cluster-scoped objects use
 an empty namespace.
 
+The cache holds only what reconciles read, as controller-runtime's cache transforms
+do: every object loses `metadata.managedFields` and kubectl's last-applied copy of
+itself (`lean`), which are most of a small object's size; InferenceServices keep only
+what reconciles read (`routing_view`: the metadata, the spec's routing and placement,
+the placement status); and the keys and short strings of all cached objects are shared
+(`compact`), which halves a TrafficMap's size in memory. An informer may be given a
+`transform` of its own instead.
+
 It never raises from `run` except on cancellation; failures are logged and retried
 with a capped backoff.
 """
@@ -16,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from sys import intern
 from typing import Any
 
 from lightkube import AsyncClient
@@ -37,6 +46,82 @@ def object_key(obj: RawObject) -> ObjectKey:
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
+#: kubectl's copy of the object as last applied: never read, often the object's size again
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+Transform = Callable[[RawObject], RawObject]
+
+
+def lean(raw: RawObject) -> RawObject:
+    """The object without `metadata.managedFields` and the last-applied annotation."""
+    meta = raw.get("metadata")
+    if not isinstance(meta, dict):
+        return raw
+    annotations = meta.get("annotations")
+    drop_annotation = isinstance(annotations, dict) and LAST_APPLIED in annotations
+    if "managedFields" not in meta and not drop_annotation:
+        return raw
+    meta = {k: v for k, v in meta.items() if k != "managedFields"}
+    if drop_annotation:
+        assert isinstance(annotations, dict)
+        meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    return {**raw, "metadata": meta}
+
+
+#: Strings up to this long are shared between cached objects: names, clusters, reasons,
+#: condition types, timestamps (many objects are written within one second).
+_SHARED_TEXT = 64
+
+
+def compact(value: Any) -> Any:
+    """The same JSON value, with its keys and short strings shared with every other object's.
+
+    Each decoded object holds its own copy of every key (`"lastTransitionTime"` once per
+    condition of every map); shared, they are held once for the whole cache.
+    """
+    if isinstance(value, dict):
+        return {intern(key): compact(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [compact(item) for item in value]
+    if isinstance(value, str) and len(value) <= _SHARED_TEXT:
+        return intern(value)
+    return value
+
+
+#: What reconciles read of an InferenceService (`kube.reconcile`): its spec's routing
+#: and placement, and its placement status.
+ROUTING_SPEC = ("routing", "placement")
+ROUTING_STATUS = ("placement",)
+
+
+def routing_view(raw: RawObject) -> RawObject:
+    """An InferenceService as reconciles read it: metadata, routing and placement only."""
+    view = lean(raw)
+    kept: RawObject = {k: v for k, v in view.items() if k not in ("spec", "status")}
+    for part, names in (("spec", ROUTING_SPEC), ("status", ROUTING_STATUS)):
+        whole = view.get(part)
+        if isinstance(whole, dict):
+            kept[part] = {name: whole[name] for name in names if name in whole}
+        elif part in view:
+            kept[part] = whole
+    return kept
+
+
+def cached(raw: RawObject) -> RawObject:
+    """What the cache keeps of an object by default: `lean`, then `compact`."""
+    kept: RawObject = compact(lean(raw))
+    return kept
+
+
+def cached_routing_view(raw: RawObject) -> RawObject:
+    """What the cache keeps of an InferenceService: `routing_view`, then `compact`."""
+    kept: RawObject = compact(routing_view(raw))
+    return kept
+
+
+#: The views of the kinds whose reconciles read little of them.
+VIEWS: dict[str, Transform] = {"InferenceService": cached_routing_view}
+
+
 def _raw(obj: Any) -> RawObject:
     if hasattr(obj, "to_dict"):
         return dict(obj.to_dict())
@@ -47,15 +132,24 @@ class Informer:
     """Keeps `cache` in step with the API server for one resource kind."""
 
     def __init__(
-        self, client: AsyncClient, resource: Any, on_event: OnEvent, *, namespaced: bool
+        self,
+        client: AsyncClient,
+        resource: Any,
+        on_event: OnEvent,
+        *,
+        namespaced: bool,
+        transform: Transform | None = None,
     ) -> None:
         self._client = client
+        self.kind: str = resource._api_info.resource.kind
+        #: what the cache keeps of each object (and the events carry): by default, the
+        #: kind's view (`VIEWS`), or `cached`
+        self._transform = transform if transform is not None else VIEWS.get(self.kind, cached)
         self._resource = resource
         self._on_event = on_event
         self._namespaced = namespaced
         self.cache: dict[ObjectKey, RawObject] = {}
         self.synced = asyncio.Event()
-        self.kind: str = resource._api_info.resource.kind
 
     async def run(self) -> None:
         backoff = _BACKOFF_START
@@ -82,7 +176,7 @@ class Informer:
         )
         fresh: dict[ObjectKey, RawObject] = {}
         async for obj in listing:
-            raw = _raw(obj)
+            raw = self._transform(_raw(obj))
             fresh[object_key(raw)] = raw
         version = listing.resourceVersion
         old = self.cache
@@ -102,7 +196,7 @@ class Informer:
             else self._client.watch(self._resource, resource_version=version)
         )
         async for event_type, obj in stream:
-            raw = _raw(obj)
+            raw = self._transform(_raw(obj))
             key = object_key(raw)
             previous = self.cache.get(key)
             if event_type == "DELETED":
@@ -114,6 +208,7 @@ class Informer:
 
     def remember(self, raw: RawObject) -> None:
         """Put an object that this process just wrote into the cache, ahead of its watch event."""
+        raw = self._transform(raw)
         key = object_key(raw)
         current = self.cache.get(key)
         if current is None or _newer(raw, current):

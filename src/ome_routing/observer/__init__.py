@@ -10,6 +10,8 @@ failures to the core. It never computes weights.
 - `Observer` (observer): one schedule and one window per home; verdict changes.
 - `failures`: the fallback reason families, and `Outcome` for counting polls.
 - `tune_gc` (tuning): the garbage-collector settings the controller applies at startup.
+- `eventloop`: the controller's event loop, uvloop's where installed, asyncio's otherwise.
+- `transport`: the polls' HTTP/1.1 connections, parsed by llhttp.
 """
 
 from ome_routing.observer.budget import RequestBudget, Slot

@@ -28,6 +28,8 @@ class Deadlines:
         self._loop = loop
         self._underway: set[Limit] = set()
         self._timer: asyncio.TimerHandle | None = None
+        #: when the timer fires (uvloop's timers do not say)
+        self._timer_when = 0.0
 
     def arm(self, when: float, task: asyncio.Task[Any] | None = None) -> Limit:
         """Cancel `task` (the current one by default) at `when` unless `disarm` comes first.
@@ -63,15 +65,16 @@ class Deadlines:
     def _add(self, limit: Limit) -> None:
         self._underway.add(limit)
         timer = self._timer
-        if timer is None or limit.when < timer.when():
+        if timer is None or limit.when < self._timer_when:
             if timer is not None:
                 timer.cancel()
             self._timer = self._loop.call_at(limit.when, self._expire)
+            self._timer_when = limit.when
 
     def _expire(self) -> None:
         timer = self._timer
         # the timer may run a hair before its moment: what it was armed for has passed
-        passed = self._loop.time() if timer is None else max(timer.when(), self._loop.time())
+        passed = self._loop.time() if timer is None else max(self._timer_when, self._loop.time())
         self._timer = None
         nearest: float | None = None
         for limit in list(self._underway):
@@ -82,6 +85,7 @@ class Deadlines:
                 nearest = limit.when
         if nearest is not None:
             self._timer = self._loop.call_at(nearest, self._expire)
+            self._timer_when = nearest
 
 
 class Limit:

@@ -6,7 +6,7 @@ prefix, followed by a short human error (`connection refused`, `no such host`,
 negative, no servable count, ...) come from `core.report`; the stale and future ones
 from the window.
 
-This module turns client exceptions into that text; it does no I/O.
+This module turns socket, TLS and name-resolution errors into that text; it does no I/O.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import errno
 import socket
 import ssl
 from enum import StrEnum
-
-import aiohttp
 
 from ome_routing.core.durations import Duration
 
@@ -101,13 +99,13 @@ _DNS_NOT_FOUND = {
 }
 
 
-def _os_error_text(err: OSError) -> str:
+def os_error_text(err: OSError) -> str:
+    """A socket error as a short lower-case text: `connection refused`, `network is unreachable`."""
     if err.errno == errno.ECONNREFUSED:
         return "connection refused"
     if err.errno is not None and err.strerror:
         return err.strerror[:1].lower() + err.strerror[1:]
-    text = str(err) or type(err).__name__
-    return text
+    return _short(err)
 
 
 def _ssl_text(err: BaseException) -> str:
@@ -119,39 +117,20 @@ def _ssl_text(err: BaseException) -> str:
     return "TLS handshake failed"
 
 
-def connection_failure(err: aiohttp.ClientError) -> PollFailure:
-    """A client error raised before the response's status line and headers arrived."""
-    if isinstance(err, aiohttp.ClientConnectorDNSError):
-        cause = err.os_error
-        if isinstance(cause, socket.gaierror) and cause.errno not in _DNS_NOT_FOUND:
-            return unreachable(f"name resolution failed: {_os_error_text(cause)}")
-        return unreachable("no such host")
-    if isinstance(err, aiohttp.ClientConnectorCertificateError):
-        return unreachable(_ssl_text(err.certificate_error))
-    if isinstance(err, aiohttp.ClientConnectorSSLError):
-        return unreachable(_ssl_text(err.os_error))
-    if isinstance(err, aiohttp.ClientSSLError):
-        return unreachable("TLS handshake failed")
-    if isinstance(err, aiohttp.ClientConnectorError):
-        return unreachable(_os_error_text(err.os_error))
-    if isinstance(err, aiohttp.ServerDisconnectedError):
-        return unreachable("connection closed before a response arrived")
-    if isinstance(err, aiohttp.ClientResponseError):
-        return unreachable("malformed HTTP response")
-    if isinstance(err, aiohttp.ClientOSError):
-        return unreachable(_os_error_text(err))
-    if isinstance(err, aiohttp.InvalidURL):
-        return invalid_url(f"{err.url}")
-    return unreachable(_short(err))
+def resolve_failure(err: OSError) -> PollFailure:
+    """The endpoint's host name did not resolve."""
+    if isinstance(err, socket.gaierror) and err.errno not in _DNS_NOT_FOUND:
+        return unreachable(f"name resolution failed: {os_error_text(err)}")
+    return unreachable("no such host")
 
 
-def body_failure(err: aiohttp.ClientError | OSError) -> PollFailure:
-    """A client error raised while the body was being read."""
-    if isinstance(err, aiohttp.ClientPayloadError):
-        return reading_failed("connection closed before the body was complete")
+def connect_failure(err: BaseException) -> PollFailure:
+    """No connection could be made (refused, unroutable, TLS handshake failed)."""
+    if isinstance(err, ssl.SSLError | ssl.CertificateError):
+        return unreachable(_ssl_text(err))
     if isinstance(err, OSError):
-        return reading_failed(_os_error_text(err))
-    return reading_failed(_short(err))
+        return unreachable(os_error_text(err))
+    return unreachable(_short(err))
 
 
 def _short(err: BaseException) -> str:

@@ -153,6 +153,12 @@ class _Home:
     retired: bool = False
 
 
+#: The reason of the homes held while the observer does not run: one text for all of them.
+_NOT_SUBMITTED = {
+    phase: failures.not_submitted(f"observer is {phase.value}").reason for phase in _Phase
+}
+
+
 def _settings(policy: CapacityPolicy) -> WindowSettings:
     return WindowSettings(samples=policy.samples, quorum=policy.quorum, max_age=policy.max_age)
 
@@ -194,6 +200,8 @@ class Observer:
         self._idle: deque[asyncio.Future[None]] = deque()
         #: wakes an idle worker when the first scheduled home is due
         self._timer: asyncio.TimerHandle | None = None
+        #: when `_timer` rings (uvloop's timers do not say)
+        self._timer_when = 0.0
         self._workers: list[asyncio.Task[None]] = []
 
     # --- the homes --------------------------------------------------------------
@@ -251,7 +259,7 @@ class Observer:
             for number in range(self._client.budget.limit)
         ]
         for key, old in list(self._homes.items()):
-            home = self._new_home(key, old.endpoint, old.policy)
+            home = self._new_home(key, old.endpoint, old.policy, old.request)
             self._homes[key] = home
             self._launch(home, spread=True)
             if home.verdict != old.verdict:
@@ -286,12 +294,19 @@ class Observer:
 
     # --- one home -------------------------------------------------------------------
 
-    def _new_home(self, key: HomeKey, endpoint: str, policy: CapacityPolicy) -> _Home:
+    def _new_home(
+        self,
+        key: HomeKey,
+        endpoint: str,
+        policy: CapacityPolicy,
+        request: PollRequest | PollFailure | None = None,
+    ) -> _Home:
+        """A home with an empty window; `request` is the home's as built before, if it was."""
         window = empty_window(_settings(policy))
-        request = _request(endpoint, policy)
+        if request is None:
+            request = _request(endpoint, policy)
         if self._phase is not _Phase.RUNNING:
-            reason = failures.not_submitted(f"observer is {self._phase.value}").reason
-            window = record_failure(window, reason)
+            window = record_failure(window, _NOT_SUBMITTED[self._phase])
         elif isinstance(request, PollFailure):
             window = record_failure(window, request.reason)
         return _Home(key, endpoint, policy, request, window, verdict_at(window, self._clock()))
@@ -359,10 +374,11 @@ class Observer:
             return
         timer = self._timer
         if timer is not None:
-            if timer.when() <= first:
+            if self._timer_when <= first:
                 return
             timer.cancel()
         self._timer = loop.call_at(first, self._ring)
+        self._timer_when = first
 
     def _ring(self) -> None:
         self._timer = None

@@ -5,7 +5,9 @@ entry's `endpoint` followed by the poll's `path`, joined as OME joins them (`url
 the canonical endpoint, then Go's `url.JoinPath`), once per home. It sends no credentials (no cookies,
 no authorization, nothing from the environment: no proxy, no netrc), follows no
 redirects, asks for the body as it is (`Accept-Encoding: identity`) and does not
-decompress it, and reads at most `maxResponseBytes` bytes of the body.
+decompress it, and reads at most `maxResponseBytes` bytes of the body. The request's
+bytes are made once per home too, and sent on a kept-alive connection of `transport`
+(HTTP/1.1 parsed by llhttp, TLS by `ssl`).
 
 Time: the poll's `timeout` starts when the request is sent, once it holds a slot of the
 shared `RequestBudget`; the wait for the slot is measured and never fails the poll. No
@@ -25,7 +27,6 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, NamedTuple
 
-import aiohttp
 from yarl import URL
 
 from ome_routing import __version__
@@ -36,6 +37,16 @@ from ome_routing.observer import failures
 from ome_routing.observer.budget import RequestBudget
 from ome_routing.observer.deadlines import Deadlines
 from ome_routing.observer.failures import Outcome, PollFailure
+from ome_routing.observer.transport import (
+    CLOSED_EARLY,
+    Connection,
+    Origin,
+    Pool,
+    Resolver,
+    StaleConnection,
+    origin_of,
+    request_head,
+)
 from ome_routing.observer.urls import GoURL, URLError, canonical_endpoint, join_path, parse_url
 
 METHODS = ("GET", "POST")
@@ -43,9 +54,8 @@ METHODS = ("GET", "POST")
 #: host (a shared ingress) and are polled often; homes on distinct hosts polled every
 #: `period` seconds would otherwise each hold an idle socket.
 DEFAULT_KEEPALIVE_SECONDS = 5.0
-#: `Accept-Encoding: identity` asks for the body as it is: the observer never decompresses.
-#: Naming it here, rather than skipping aiohttp's default, keeps its per-request header
-#: work on the short path.
+#: The headers of every poll. `Accept-Encoding: identity` asks for the body as it is:
+#: the observer never decompresses.
 _HEADERS = {
     "Accept": "application/json",
     "Accept-Encoding": "identity",
@@ -55,10 +65,25 @@ _HEADERS = {
 
 @dataclass(frozen=True, slots=True)
 class PollRequest:
-    """A request ready to send: where, and with which method."""
+    """A request ready to send: where, with which method, and its bytes.
 
-    url: URL
+    The URL is kept as text (for logs and tests); what is sent is `head`.
+    """
+
+    url: str
     method: str
+    #: where its connection goes
+    origin: Origin
+    #: the request line and headers, as sent
+    head: bytes
+
+
+def _prepared(url: URL, method: str) -> PollRequest:
+    host, port = url.host, url.port
+    if host is None or port is None:
+        raise failures.invalid_target(f"endpoint URL {quote(str(url))} must be absolute")
+    head = request_head(method, url.raw_path_qs, url.raw_authority, _HEADERS)
+    return PollRequest(str(url), method, origin_of(host, port, url.scheme == "https"), head)
 
 
 class PollResult(NamedTuple):
@@ -134,7 +159,7 @@ def _request(url: str, method: str) -> PollRequest:
         parse_url(url)  # as Go's `http.NewRequest` parses the URL again
     except URLError as err:
         raise failures.unbuildable(str(err)) from None
-    return PollRequest(url=_sendable(url), method=_check_method(method))
+    return _prepared(_sendable(url), _check_method(method))
 
 
 def build_request(endpoint: str, path: str, method: str) -> PollRequest:
@@ -170,11 +195,11 @@ def _failed(failure: PollFailure, waited: float, latency: float) -> PollResult:
 
 
 class PollClient:
-    """Sends polls over one pooled connection set, within a shared request budget.
+    """Sends polls over kept-alive connections, within a shared request budget.
 
     Make it inside a running event loop; close it with `await client.close()` (or use it
-    as an async context manager). `resolver` resolves host names (aiohttp's threaded
-    resolver by default).
+    as an async context manager). `resolver` resolves host names (the event loop's
+    `getaddrinfo` by default; any aiohttp resolver fits).
     """
 
     def __init__(
@@ -182,30 +207,16 @@ class PollClient:
         budget: RequestBudget,
         max_response_bytes: int,
         *,
-        resolver: aiohttp.abc.AbstractResolver | None = None,
+        resolver: Resolver | None = None,
         keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
     ) -> None:
         if max_response_bytes < 1:
             raise ValueError(f"maxResponseBytes must be positive, got {max_response_bytes}")
         self._budget = budget
         self._limit = max_response_bytes
-        connector = aiohttp.TCPConnector(
-            limit=budget.limit,
-            limit_per_host=0,
-            keepalive_timeout=keepalive_seconds,
-            resolver=resolver if resolver is not None else aiohttp.ThreadedResolver(),
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            trust_env=False,
-            auto_decompress=False,
-            timeout=aiohttp.ClientTimeout(total=None),
-            headers=_HEADERS,
-            raise_for_status=False,
-        )
         self._closing = False
         self._loop = asyncio.get_running_loop()
+        self._pool = Pool(self._loop, budget.limit, keepalive_seconds, resolver)
         self._deadlines = Deadlines(self._loop)
 
     @property
@@ -219,7 +230,7 @@ class PollClient:
     async def close(self) -> None:
         """Close every connection; polls after this fail as not submitted."""
         self._closing = True
-        await self._session.close()
+        self._pool.close()
         self._deadlines.close()
 
     async def __aenter__(self) -> PollClient:
@@ -247,6 +258,7 @@ class PollClient:
         budget = self._budget
         waited = 0.0 if budget.try_acquire() else await budget.acquire()
         loop = self._loop
+        pool = self._pool
         start: float | None = None  # when the request went out, if it did
         try:
             if self._closing:
@@ -255,44 +267,31 @@ class PollClient:
             start = loop.time()
             deadlines = self._deadlines
             limit = deadlines.arm(start + timeout.seconds, task)
-            answered = timed_out = False
+            connection: Connection | None = None
+            timed_out = False
             try:
                 try:
-                    async with self._session.request(
-                        request.method, request.url, allow_redirects=False
-                    ) as response:
-                        answered = True
-                        try:
-                            if response.status != 200:
-                                raise failures.http_status(response.status)
-                            length = response.content_length
-                            if length is None:
-                                body = await self._read_unsized(response)
-                            elif length > self._limit:
-                                raise failures.too_large(self._limit)
-                            else:
-                                # the parser reads no more than the declared length
-                                body = await response.read()
-                        except BaseException:
-                            response.close()
-                            raise
+                    connection = pool.take(request.origin)
+                    if connection is None:
+                        connection = await pool.connect(request.origin)
+                    try:
+                        body = await connection.send(request.head, self._limit)
+                    except StaleConnection:
+                        if request.method != "GET":
+                            raise failures.unreachable(CLOSED_EARLY) from None
+                        connection = await pool.connect(request.origin)
+                        body = await connection.send(request.head, self._limit)
                 finally:
                     timed_out = deadlines.disarm(limit)
             except asyncio.CancelledError:
+                if connection is not None:
+                    connection.abort()
                 if not timed_out:
                     raise
+                answered = connection is not None and connection.answered
                 raise _out_of_time(answered, timeout) from None
-            except TimeoutError:
-                raise _out_of_time(answered, timeout) from None
-            except aiohttp.ClientError as err:
-                if answered:
-                    raise failures.body_failure(err) from None
-                raise failures.connection_failure(err) from None
-            except OSError as err:
-                if answered:
-                    raise failures.body_failure(err) from None
-                wrapped = aiohttp.ClientOSError(err.errno, err.strerror)
-                raise failures.connection_failure(wrapped) from None
+            except StaleConnection:
+                raise failures.unreachable(CLOSED_EARLY) from None
             try:
                 reading = parse_report(body)
             except ReportError as err:
@@ -302,19 +301,3 @@ class PollClient:
         finally:
             budget.release()
         return PollResult(Outcome.OK, reading, None, waited, loop.time() - start)
-
-    async def _read_unsized(self, response: aiohttp.ClientResponse) -> bytes:
-        """A body of no declared length (chunked, or up to the end of the connection)."""
-        limit = self._limit
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            # Ask for one byte past the limit at most, so an endless body stops there.
-            chunk = await response.content.read(limit + 1 - total)
-            if not chunk:
-                break
-            total += len(chunk)
-            if total > limit:
-                raise failures.too_large(limit)
-            chunks.append(chunk)
-        return b"".join(chunks)

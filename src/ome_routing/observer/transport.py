@@ -1,0 +1,406 @@
+"""The poll's HTTP/1.1 transport: keep-alive connections, parsed by llhttp (`httptools`).
+
+A poll is one request shape only: GET or POST without a body, the same few headers, an
+answer read whole up to a byte cap. A general HTTP client spends most of a poll's CPU on
+what polls never use (request building, header objects, streams, hooks); here the
+request's bytes are made once per home (`request_head`), and each answer goes straight
+from the socket into the parser's callbacks on one `asyncio.Protocol`.
+
+What it keeps of a client's duties:
+
+- Parsing is llhttp's, through `httptools`; this module only keeps count of what it
+  is told. The status line and headers are capped at `HEAD_LIMIT` bytes, the body at
+  the poll's `maxResponseBytes` (a declared `Content-Length` above it fails at once;
+  a chunked or endless body fails one byte past it). Bodies are never decompressed.
+- TLS is the standard `ssl` module's, with the default context (certificates verified,
+  the name checked); names are resolved by the given resolver, or by the event loop's
+  `getaddrinfo`. No proxy, no credentials, no cookies, no redirects.
+- Connections are kept alive per origin and reused, most recent first, for at most the
+  keep-alive time. A reused connection that closes before any byte of the answer came
+  (the server dropped it while idle) is retried once on a fresh one for a GET, as Go's
+  transport retries a request it may replay.
+
+Failures are `failures.PollFailure`s with the fallback reasons of the aiohttp client it
+replaces: before the status line and headers they are "unreachable", after them
+"reading capacity response".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from ipaddress import ip_address
+from typing import Any, Protocol, cast
+
+import httptools
+
+from ome_routing.observer import failures
+from ome_routing.observer.failures import PollFailure
+
+#: The most bytes the status line and headers of an answer may take.
+HEAD_LIMIT = 65536
+
+CLOSED_EARLY = "connection closed before a response arrived"
+_CUT_SHORT = "connection closed before the body was complete"
+_MALFORMED = "malformed HTTP response"
+
+
+class Resolver(Protocol):
+    """Resolves a host name; aiohttp's resolvers (`aiohttp.abc.AbstractResolver`) are ones."""
+
+    async def resolve(self, host: str, port: int, family: socket.AddressFamily) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a request's connection goes: the URL's host and port, and whether TLS."""
+
+    host: str
+    port: int
+    tls: bool
+    #: whether `host` is an IP address, which is never resolved
+    literal: bool
+
+
+def origin_of(host: str, port: int, tls: bool) -> Origin:
+    try:
+        ip_address(host)
+        literal = True
+    except ValueError:
+        literal = False
+    return Origin(host, port, tls, literal)
+
+
+def request_head(method: str, target: str, authority: str, headers: dict[str, str]) -> bytes:
+    """The request's bytes: a request line, `Host`, the headers; POST says it has no body."""
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {authority}"]
+    lines.extend(f"{name}: {value}" for name, value in headers.items())
+    if method == "POST":
+        lines.append("Content-Length: 0")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+class StaleConnection(Exception):
+    """A reused connection closed before any byte of the answer: the request may go again."""
+
+
+class Connection(asyncio.Protocol):
+    """One keep-alive connection; `send` writes a request and waits for its whole answer."""
+
+    __slots__ = (
+        "_chunks",
+        "_declared",
+        "_done",
+        "_failure",
+        "_head_bytes",
+        "_informational",
+        "_keep_alive",
+        "_limit",
+        "_parser",
+        "_pool",
+        "_size",
+        "_transport",
+        "_waiter",
+        "answered",
+        "idle_since",
+        "origin",
+        "reused",
+    )
+
+    def __init__(self, pool: Pool, origin: Origin) -> None:
+        self._pool = pool
+        self.origin = origin
+        self._transport: asyncio.Transport | None = None
+        self._parser = httptools.HttpResponseParser(self)
+        self._waiter: asyncio.Future[bytes] | None = None
+        self._chunks: list[bytes] = []
+        self._limit = 0
+        self._size = 0
+        self._head_bytes = 0
+        self._declared = False  # a Content-Length or Transfer-Encoding header came
+        self._informational = False  # the answer being read is a 1xx one: skipped
+        self._done = False
+        self._keep_alive = False
+        self._failure: PollFailure | None = None
+        #: the status line and headers of the current answer are in
+        self.answered = False
+        #: the connection served a request before the current one
+        self.reused = False
+        self.idle_since = 0.0
+
+    # --- the request -------------------------------------------------------------
+
+    def send(self, head: bytes, limit: int) -> asyncio.Future[bytes]:
+        """Write a request; the future is the answer's body, or a `PollFailure`."""
+        transport = self._transport
+        waiter: asyncio.Future[bytes] = self._pool.loop.create_future()
+        if transport is None or transport.is_closing():
+            waiter.set_exception(
+                StaleConnection() if self.reused else failures.unreachable(CLOSED_EARLY)
+            )
+            return waiter
+        self._waiter = waiter
+        self._limit = limit
+        self._chunks = []
+        self._size = self._head_bytes = 0
+        self._declared = self._done = self._keep_alive = self.answered = False
+        self._failure = None
+        transport.write(head)
+        return waiter
+
+    def abort(self) -> None:
+        """Drop the connection at once (a poll that timed out or was cancelled)."""
+        self._waiter = None
+        if self._transport is not None:
+            self._transport.abort()
+
+    # --- asyncio.Protocol --------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+
+    def data_received(self, data: bytes) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            self._drop()  # bytes nobody asked for: the connection is not usable
+            return
+        if not self.answered:
+            self._head_bytes += len(data)
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(failures.unreachable(_MALFORMED))
+            return
+        except httptools.HttpParserError:
+            self._fail(failures.reading_failed(_CUT_SHORT) if self.answered else _malformed())
+            return
+        if self._failure is not None:
+            self._fail(self._failure)
+        elif self._done:
+            self._waiter = None
+            waiter.set_result(b"".join(self._chunks))
+            self._chunks = []
+            if self._keep_alive:
+                self._pool.release(self)
+            else:
+                self._drop()
+        elif not self.answered and self._head_bytes > HEAD_LIMIT:
+            self._fail(_malformed())
+
+    def eof_received(self) -> bool:
+        return False  # close the connection: connection_lost finishes the answer
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        self._pool.forget(self)
+        waiter = self._waiter
+        self._waiter = None
+        if waiter is None or waiter.done():
+            return
+        if self.answered:
+            if exc is None and not self._declared and not self._informational:
+                # a body without a declared length ends with the connection
+                waiter.set_result(b"".join(self._chunks))
+            else:
+                waiter.set_exception(failures.reading_failed(_CUT_SHORT))
+        elif self.reused and self._head_bytes == 0:
+            waiter.set_exception(StaleConnection())
+        elif isinstance(exc, OSError) and exc.errno is not None:
+            waiter.set_exception(failures.unreachable(failures.os_error_text(exc)))
+        else:
+            waiter.set_exception(failures.unreachable(CLOSED_EARLY))
+
+    # --- llhttp's callbacks ------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) == 14 and name.lower() == b"content-length":
+            self._declared = True
+            if value.strip().isdigit() and int(value) > self._limit:
+                self._failure = failures.too_large(self._limit)
+        elif len(name) == 17 and name.lower() == b"transfer-encoding":
+            self._declared = True
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            self._informational = True  # an interim answer: the real one follows
+            self._declared = False
+            self._failure = None
+            return
+        self.answered = True
+        if status != 200:
+            self._failure = failures.http_status(status)
+
+    def on_body(self, body: bytes) -> None:
+        if self._failure is not None:
+            return
+        self._size += len(body)
+        if self._size > self._limit:
+            self._failure = failures.too_large(self._limit)
+        else:
+            self._chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._informational:
+            self._informational = False
+            self._head_bytes = 0
+        else:
+            self._done = True
+            # read here: llhttp forgets it once the message is over
+            self._keep_alive = self._parser.should_keep_alive()
+
+    # --- ending ------------------------------------------------------------------
+
+    def _fail(self, failure: PollFailure) -> None:
+        waiter = self._waiter
+        self._waiter = None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(failure)
+        self._drop()
+
+    def _drop(self) -> None:
+        self._pool.forget(self)
+        if self._transport is not None:
+            self._transport.abort()
+
+
+def _malformed() -> PollFailure:
+    return failures.unreachable(_MALFORMED)
+
+
+class Pool:
+    """The idle keep-alive connections of one client, by origin, and how new ones open.
+
+    At most `max_idle` connections wait idle; each for at most `keepalive` seconds (a
+    timer that runs while any wait closes the ones past it).
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        max_idle: int,
+        keepalive: float,
+        resolver: Resolver | None,
+    ) -> None:
+        self.loop = loop
+        self._max_idle = max_idle
+        self._keepalive = keepalive
+        self._resolver = resolver
+        self._idle: dict[Origin, list[Connection]] = {}
+        self._idle_count = 0
+        self._open: set[Connection] = set()
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._tls: ssl.SSLContext | None = None
+
+    def take(self, origin: Origin) -> Connection | None:
+        """An idle connection to `origin` that is still fresh, or None."""
+        idle = self._idle.get(origin)
+        if not idle:
+            return None
+        oldest = self.loop.time() - self._keepalive
+        while idle:
+            connection = idle.pop()
+            self._idle_count -= 1
+            if connection.idle_since > oldest:
+                return connection
+            connection.abort()
+        return None
+
+    def release(self, connection: Connection) -> None:
+        """Keep a connection whose answer was read whole for the next request."""
+        if self._idle_count >= self._max_idle:
+            connection.abort()
+            return
+        connection.reused = True
+        connection.idle_since = self.loop.time()
+        self._idle.setdefault(connection.origin, []).append(connection)
+        self._idle_count += 1
+        if self._sweeper is None:
+            self._sweeper = self.loop.call_later(self._keepalive, self._sweep)
+
+    def forget(self, connection: Connection) -> None:
+        """A connection that is closing: never hand it out again."""
+        self._open.discard(connection)
+        idle = self._idle.get(connection.origin)
+        if idle and connection in idle:
+            idle.remove(connection)
+            self._idle_count -= 1
+
+    def _sweep(self) -> None:
+        self._sweeper = None
+        oldest = self.loop.time() - self._keepalive
+        for origin, idle in list(self._idle.items()):
+            stale = [c for c in idle if c.idle_since <= oldest]
+            for connection in stale:
+                connection.abort()  # its connection_lost forgets it
+            if stale:
+                idle[:] = [c for c in idle if c.idle_since > oldest]
+                self._idle_count -= len(stale)
+            if not idle:
+                del self._idle[origin]
+        if self._idle_count:
+            self._sweeper = self.loop.call_later(self._keepalive, self._sweep)
+
+    async def connect(self, origin: Origin) -> Connection:
+        """A new connection to `origin`, or the `PollFailure` of why none could be made."""
+        port = origin.port
+        hosts = [origin.host] if origin.literal else await self._resolve(origin)
+        context = self._tls_context() if origin.tls else None
+        first: BaseException | None = None
+        for host in hosts:
+            try:
+                _, connection = await self.loop.create_connection(
+                    self._factory(origin),
+                    host,
+                    port,
+                    ssl=context,
+                    server_hostname=origin.host if context is not None else None,
+                )
+            except (OSError, ssl.CertificateError) as err:
+                first = first or err
+                continue
+            self._open.add(connection)
+            return connection
+        assert first is not None
+        raise failures.connect_failure(first)
+
+    def _factory(self, origin: Origin) -> Callable[[], Connection]:
+        return lambda: Connection(self, origin)
+
+    async def _resolve(self, origin: Origin) -> list[str]:
+        try:
+            if self._resolver is None:
+                infos = await self.loop.getaddrinfo(
+                    origin.host, origin.port, type=socket.SOCK_STREAM
+                )
+                hosts = list(dict.fromkeys(str(info[4][0]) for info in infos))
+            else:
+                answers = await self._resolver.resolve(origin.host, origin.port, socket.AF_UNSPEC)
+                hosts = [str(answer["host"]) for answer in answers]
+        except OSError as err:
+            raise failures.resolve_failure(err) from None
+        if not hosts:
+            raise failures.unreachable("no such host")
+        return hosts
+
+    def _tls_context(self) -> ssl.SSLContext:
+        if self._tls is None:
+            self._tls = ssl.create_default_context()
+        return self._tls
+
+    def close(self) -> None:
+        """Close every connection, idle or in use."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        for idle in self._idle.values():
+            for connection in idle:
+                connection.abort()
+        for connection in list(self._open):
+            connection.abort()
+        self._idle.clear()
+        self._idle_count = 0
+        self._open.clear()
