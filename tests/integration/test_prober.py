@@ -11,13 +11,15 @@ import pytest
 from aiohttp import web
 
 from ome_routing.core.durations import Duration
+from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.core.proberules import ProbePolicy
 from ome_routing.core.probes import ProbeResult, ProbeState, Restored, probe_to_json, restore
 from ome_routing.observer.budget import RequestBudget
+from ome_routing.observer.observer import Observer
 from ome_routing.observer.polling import PollClient
 from ome_routing.observer.prober import ProbeEvent, Prober
 
-from .conftest import ConnectionHandler, Handler, Reporter, read_request_head
+from .conftest import ConnectionHandler, Handler, Reporter, a_report, read_request_head
 
 StartReporter = Callable[[Handler], Awaitable[Reporter]]
 StartRaw = Callable[[ConnectionHandler], Awaitable[str]]
@@ -36,6 +38,16 @@ POLICY = ProbePolicy(
 #: A period long enough that a test sees one attempt only.
 ONCE = replace(POLICY, period=Duration.parse("1h"))
 DIGEST = "sha256:" + "0" * 64
+CAPACITY = CapacityPolicy(
+    path="/capacity",
+    method="GET",
+    format="Report",
+    samples=3,
+    quorum=1,
+    period=Duration.parse("1h"),
+    timeout=Duration.parse("5s"),
+    max_age=Duration.parse("2h"),
+)
 
 
 class Recorder:
@@ -252,7 +264,7 @@ class TestGating:
 
 
 class TestBudget:
-    async def test_probes_and_polls_share_one_budget(self, reporter: StartReporter) -> None:
+    async def test_probes_take_slots_of_the_shared_budget(self, reporter: StartReporter) -> None:
         release = asyncio.Event()
 
         async def slow(request: web.Request) -> web.StreamResponse:
@@ -271,14 +283,48 @@ class TestBudget:
                 policy = replace(ONCE, timeout=Duration.parse("5s"))
                 for number in range(4):
                     prober.set_target(number, server.base, policy)
-                while budget.waiting < 2:
+                while server.in_flight < 2:
                     await asyncio.sleep(0.01)
-                assert budget.in_use == 2 and server.most_in_flight == 2
+                await asyncio.sleep(0.1)
+                assert budget.in_use == 2 and len(server.requests) == 2
                 release.set()
                 await recorder.until(4)
             finally:
                 await prober.stop()
+        assert server.most_in_flight == 2
         assert max(event.waited for event in recorder.events) > 0
+
+    async def test_many_due_probes_do_not_crowd_out_a_poll(self, reporter: StartReporter) -> None:
+        """Probes wait in the budget's queue no deeper than its slots, as the polls do."""
+
+        async def answer(request: web.Request) -> web.StreamResponse:
+            await asyncio.sleep(0.02)
+            if request.path.endswith("/capacity"):
+                return web.json_response(a_report())
+            return web.Response(status=200)
+
+        server = await reporter(answer)
+        async with PollClient(RequestBudget(1), 65536) as shared:
+            recorder = Recorder()
+            prober = Prober(
+                shared, recorder.on_change, clock=lambda: datetime.now(UTC), stats=recorder
+            )
+            verdicts: list[object] = []
+            observer = Observer(shared, lambda key, verdict: verdicts.append(verdict))
+            await prober.start()
+            await observer.start()
+            try:
+                for number in range(60):
+                    prober.set_target(number, f"{server.base}/p{number}", ONCE)
+                await asyncio.sleep(0.05)  # every probe is due, and dispatched if it may be
+                observer.set_home("home", server.base, CAPACITY)
+                while not verdicts:
+                    await asyncio.sleep(0.01)
+                probed = len(recorder.states)
+            finally:
+                await observer.stop()
+                await prober.stop()
+        assert probed < 10, "the poll waited behind the probes that were due"
 
 
 @pytest.mark.parametrize("endpoint", ["not a url", "ftp://host/x"])
@@ -288,3 +334,23 @@ async def test_a_home_whose_endpoint_is_not_a_usable_url_is_not_probed(
     prober = Prober(client, lambda key, state: None, clock=lambda: datetime.now(UTC))
     assert prober.set_target("home", endpoint, ONCE) is None
     assert len(prober) == 0
+
+
+async def test_homes_set_before_start_are_spread_over_their_first_period(
+    client: PollClient, reporter: StartReporter
+) -> None:
+    """As at a controller's start: no burst of first probes that every period would repeat."""
+    server = await reporter(status(200))
+    recorder = Recorder()
+    prober = Prober(client, recorder.on_change, clock=lambda: datetime.now(UTC))
+    spread = replace(POLICY, period=Duration.parse("2s"))
+    for number in range(20):
+        prober.set_target(number, server.base, spread)
+    await prober.start()
+    try:
+        await asyncio.sleep(0.5)
+        early = len(server.requests)
+        await recorder.until(20)
+    finally:
+        await prober.stop()
+    assert 0 < early < 20

@@ -186,7 +186,7 @@ class Controller:
             )
             self._hold_existing_homes()
             await observer.start()
-            await prober.start()
+            await prober.start()  # after `_hold_existing_homes`: their first probes spread
             for _ in range(limits.max_concurrent_reconciles):
                 tasks.append(asyncio.create_task(self._worker(), name="reconcile"))
             tasks.append(asyncio.create_task(self._resync(), name="resync"))
@@ -219,6 +219,8 @@ class Controller:
                 continue
             if isinstance(decision, Routed):
                 self._sync_homes(key, decision)
+                if self._probes is not None:
+                    self._probes.sync(key, decision, self._maps.cache.get(key))
 
     async def _resync(self) -> None:
         while True:

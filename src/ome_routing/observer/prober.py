@@ -8,7 +8,11 @@ read and discarded, and a longer body is not a failure.
 
 Scheduling is OME's: a new home is probed at once; a home restored from its map's
 `entries[].probe` is due one period after its `lastProbeTime` (at once if that is
-missing or in the future). When a probe is dispatched, the home's next deadline
+missing or in the future). The homes set before `start()` with no state to restore
+(those of a controller that starts or gains leadership, on a map that was never probed)
+are spread over their first period by a stable hash of their key, as the capacity
+observer spreads its first polls: thousands of homes probed at once would keep probing in
+one burst every period, since each deadline advances from the last. When a probe is dispatched, the home's next deadline
 advances by whole periods (`scheduling.advance`), so a probe that ran late lands on the
 next period boundary. A home whose probe is still underway when it is due again is
 skipped until the next deadline. A probe that could not be submitted (the prober is
@@ -45,7 +49,7 @@ from ome_routing.core.probes import (
 )
 from ome_routing.observer.failures import Outcome, PollFailure
 from ome_routing.observer.polling import PollClient, PollRequest, poll_target, probe_request
-from ome_routing.observer.scheduling import DueQueue, advance
+from ome_routing.observer.scheduling import DueQueue, advance, first_offset
 from ome_routing.observer.urls import URLError, join_path
 
 log = logging.getLogger("ome_routing.prober")
@@ -141,6 +145,10 @@ class Prober:
         self._wake = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
         self._probes: set[asyncio.Task[None]] = set()
+        #: at most as many probes underway (or waiting for a budget slot) as the budget
+        #: has slots, as the capacity observer has workers: neither kind crowds out the
+        #: other in the budget's queue
+        self._underway = asyncio.Semaphore(client.budget.limit)
 
     # --- the homes --------------------------------------------------------------
 
@@ -171,6 +179,8 @@ class Prober:
         due = now
         if restored is not None and restored.next_probe is not None:
             due = now + max((restored.next_probe - self._clock()).total_seconds(), 0.0)
+        elif restored is None and self._dispatcher is None:
+            due = now + first_offset(key, policy.period.seconds)
         self._schedule(target, due)
         return state
 
@@ -233,14 +243,26 @@ class Prober:
                 continue
             if target.retired:
                 continue
+            if self._underway.locked():
+                # every slot's worth is underway: wait for one, then take the earliest due
+                queue.push(target, target.due)
+                await self._underway.acquire()
+                self._underway.release()
+                continue
             due = target.due
             self._schedule(target, advance(due, now, target.policy.period.seconds))
             if target.probing is not None:
                 continue  # still underway: skipped until its next deadline
+            await self._underway.acquire()
             task = loop.create_task(self._probe(target, due, loop))
             target.probing = task
             self._probes.add(task)
-            task.add_done_callback(self._probes.discard)
+            task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        """A probe task ended (also one cancelled before it ran): its place is free."""
+        self._probes.discard(task)
+        self._underway.release()
 
     async def _probe(self, target: _Target, due: float, loop: asyncio.AbstractEventLoop) -> None:
         policy = target.policy
