@@ -87,7 +87,8 @@ class RoutingMetrics:
     def set_fallback_homes(self, namespace: str, name: str, count: int | None) -> None:
         """Set the gauge for one map; None (poll off, or map gone) removes its series."""
         if count is None:
-            self.forget_map(namespace, name)
+            with contextlib.suppress(KeyError):
+                self.fallback_homes.remove(namespace, name)
         else:
             self.fallback_homes.labels(namespace=namespace, trafficmap=name).set(count)
 
