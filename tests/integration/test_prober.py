@@ -156,6 +156,21 @@ class TestVerdicts:
         assert state.result is ProbeResult.FAILING
         assert state.message == "transport error: timed out after 300ms"
 
+    async def test_a_body_cut_short_fails_as_a_body_error(
+        self, client: PollClient, raw_server: StartRaw
+    ) -> None:
+        async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request_head(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
+            await writer.drain()
+
+        base = await raw_server(cut)
+        state, _ = await probe_once(client, base)
+        assert state.result is ProbeResult.FAILING
+        assert state.message == (
+            "response body error: connection closed before the body was complete"
+        )
+
     async def test_a_body_longer_than_the_limit_still_passes(
         self, resolver: object, reporter: StartReporter
     ) -> None:
