@@ -66,6 +66,18 @@ class RoutingMetrics:
             "Homes whose capacity the observer is polling.",
             registry=self.registry,
         )
+        self.probes = Counter(
+            "ome_routing_health_probes_total",
+            "Health probes by result (Passing, Failing, Unknown).",
+            ["result"],
+            registry=self.registry,
+        )
+        self.gated_homes = Gauge(
+            "ome_trafficmap_probe_gated_homes",
+            "Homes of a TrafficMap that its health probe gates, while its probe is on.",
+            ["namespace", "trafficmap"],
+            registry=self.registry,
+        )
         self.leader = Gauge(
             "ome_routing_leader",
             "1 while this replica holds the leader Lease.",
@@ -75,13 +87,24 @@ class RoutingMetrics:
     def set_fallback_homes(self, namespace: str, name: str, count: int | None) -> None:
         """Set the gauge for one map; None (poll off, or map gone) removes its series."""
         if count is None:
-            self.forget_map(namespace, name)
+            with contextlib.suppress(KeyError):
+                self.fallback_homes.remove(namespace, name)
         else:
             self.fallback_homes.labels(namespace=namespace, trafficmap=name).set(count)
+
+    def set_gated_homes(self, namespace: str, name: str, count: int | None) -> None:
+        """Set the gated-homes gauge for one map; None (probe off) removes its series."""
+        if count is None:
+            with contextlib.suppress(KeyError):
+                self.gated_homes.remove(namespace, name)
+        else:
+            self.gated_homes.labels(namespace=namespace, trafficmap=name).set(count)
 
     def forget_map(self, namespace: str, name: str) -> None:
         with contextlib.suppress(KeyError):
             self.fallback_homes.remove(namespace, name)
+        with contextlib.suppress(KeyError):
+            self.gated_homes.remove(namespace, name)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -159,3 +159,16 @@ def test_trailing_blanks_and_column_widths_do_not_count_as_differences() -> None
         CONDITION_FALLBACK.expected,
         Match.CELLS,
     )
+
+
+def test_demo_shows_a_home_gated_by_its_probe_and_let_back_in(
+    demo_run: subprocess.CompletedProcess[str],
+) -> None:
+    """The probe steps follow the capacity steps: worker-b is gated, then reopened."""
+    out = demo_run.stdout
+    gated = ["worker-a 1 true Passing HTTP 200", "worker-b 0 false Failing HTTP 503"]
+    reopened = ["worker-a 1 true Passing HTTP 200", "worker-b 1 true Passing HTTP 200"]
+    assert contains_block(out, gated), out
+    assert "worker-b: gated=true consecutiveFailures=3" in out.splitlines()
+    assert contains_block(out[out.index("Bring worker-b's health answer back") :], reopened)
+    assert out.index("Read the gauge") < out.index("Probe each home's model server")

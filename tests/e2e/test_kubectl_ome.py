@@ -175,8 +175,8 @@ async def test_placement_endpoint_shows_conditions_and_each_home(
     assert field_values(table, "Route home") == ["worker-a", "worker-b"]
     assert field_values(table, "Final weight") == ["1; healthy=true", "2; healthy=true"]
     assert field_values(table, "Route evidence") == [
-        "drains=0; fallback=NotRecorded",
-        "drains=0; fallback=HTTPError",
+        "drains=0; gate=NotRecorded; fallback=NotRecorded",
+        "drains=0; gate=NotRecorded; fallback=HTTPError",
     ]
     assert "Capacity proven..." not in table
 
@@ -286,7 +286,10 @@ async def test_placement_endpoint_counts_a_malformed_reason_as_an_issue_and_neve
         assert result.returncode == 0, result.stderr
         assert "private-reporter" not in result.stdout, output
     table = outputs["table"].stdout
-    assert field_values(table, "Route evidence")[1] == "drains=0; fallback=MalformedPayload"
+    assert (
+        field_values(table, "Route evidence")[1]
+        == "drains=0; gate=NotRecorded; fallback=MalformedPayload"
+    )
     assert field_values(table, "Issue") == ["CapacityFallbackReasons: MalformedPayload (1)"]
     report = json.loads(outputs["json"].stdout)
     assert report["issues"] == [

@@ -320,7 +320,7 @@ class TestRoutingGates:
         assert str(caught.value) == PREFIX + caught.value.detail
 
     def test_probe_and_publisher_blocks_are_kept_raw(self) -> None:
-        probe = {"path": "/healthz", "period": "5s"}
+        probe = {"path": "", "period": "5s"}
         publisher = {"name": "httproute"}
         config = config_from_values(values_with(probe=probe, publisher=publisher))
         assert config.probe == probe

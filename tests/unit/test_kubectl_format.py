@@ -246,8 +246,8 @@ class TestEndpointTable:
         assert values(rows, "Route home") == ["worker-a", "worker-b"]
         assert values(rows, "Final weight") == ["2; healthy=true", "1; healthy=true"]
         assert values(rows, "Route evidence") == [
-            "drains=0; fallback=NotRecorded",
-            "drains=0; fallback=NotRecorded",
+            "drains=0; gate=NotRecorded; fallback=NotRecorded",
+            "drains=0; gate=NotRecorded; fallback=NotRecorded",
         ]
         assert "Capacity provenance" not in dict(rows)
 
@@ -266,7 +266,7 @@ class TestEndpointTable:
         )
         rows = rows_of(tmap, wide=True)
         assert values(rows, "Capacity fallback") == ["True: EndpointCapacityUnavailable (Current)"]
-        assert values(rows, "Route evidence")[1] == "drains=0; fallback=HTTPError"
+        assert values(rows, "Route evidence")[1] == "drains=0; gate=NotRecorded; fallback=HTTPError"
         assert values(rows, "Home cap fallback") == ["NotRecorded", "HTTPError"]
         assert values(rows, "Reported capacity")[1] == "NotRecorded"
 
@@ -279,7 +279,9 @@ class TestEndpointTable:
         rows = rows_of(tmap, wide=True)
         assert values(rows, "Traffic override") == ["True: OverridesApplied (Current)"]
         assert values(rows, "Final weight")[0] == "0; healthy=true"
-        assert values(rows, "Route evidence")[0] == "drains=1; fallback=NotRecorded"
+        assert (
+            values(rows, "Route evidence")[0] == "drains=1; gate=NotRecorded; fallback=NotRecorded"
+        )
         assert values(rows, "Drain refs") == ["maintenance-a", "Validated"]
 
     def test_polling_disabled_shows_its_reason(self) -> None:

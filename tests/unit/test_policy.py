@@ -670,7 +670,7 @@ class TestRoutingBlock:
         )
 
     def test_probe_and_publisher_are_kept_raw(self) -> None:
-        probe = {"path": "/healthz", "period": "5s"}
+        probe = {"disabled": True}
         publisher = {"options": {"a": "b"}}
         policy = resolve_routing_policy({"probe": probe, "publisher": publisher}, chart())
         assert policy.probe == probe

@@ -81,6 +81,21 @@ def _checked(config: OperatorConfig) -> str:
     return "routing blocks checked"
 
 
+def probe_lines(config: OperatorConfig) -> list[str]:
+    """The chart's health probe, one line; none without one."""
+    probe = config.probe_policy
+    if probe is None:
+        return []
+    accept = " ".join(str(s) for s in probe.accept_statuses)
+    gate = " ".join(str(s) for s in probe.gate_statuses)
+    return [
+        f"chart probe {probe.method} {probe.path}, acceptStatuses [{accept}], "
+        f"gateStatuses [{gate}], period {probe.period}, timeout {probe.timeout}, "
+        f"failureThreshold {probe.failure_threshold}, "
+        f"successThreshold {probe.success_threshold}, allFailedPolicy {probe.all_failed_policy}"
+    ]
+
+
 def convergence_lines(config: OperatorConfig) -> list[str]:
     """The chart poll's convergence bounds, one line each; none without a chart poll."""
     poll = config.capacity
@@ -135,5 +150,5 @@ def validate_config(ctx: click.Context, files: tuple[IO[str], ...]) -> None:
     for line in config.warnings:
         click.echo(line, err=True)
     click.echo(summarize(config))
-    for line in convergence_lines(config):
+    for line in [*probe_lines(config), *convergence_lines(config)]:
         click.echo(line)

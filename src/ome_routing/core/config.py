@@ -21,7 +21,8 @@ The checks run in OME's order, so that the same values give the same error:
    are reported together, one per line, as OME joins them. Then
    `routing.publisher.resyncInterval`.
 4. Routing rules, only with `routing.enabled: true` (whatever the role, as OME): the
-   observer limits, then the chart's poll (see `core.pollrules`), then the poll
+   observer limits, then the chart's probe (see `core.proberules`) and its period
+   against `minPeriod`, then the chart's poll (see `core.pollrules`), then the poll
    against the limits. The first failure is the one reported. A poll without a
    `path` is off, and its other fields are not judged.
 
@@ -70,6 +71,14 @@ from ome_routing.core.pollrules import (
     load_observer,
     poll_problem,
     read_poll,
+)
+from ome_routing.core.proberules import (
+    CHART_PROBE_FIELD,
+    ProbeFields,
+    ProbePolicy,
+    probe_bounds_problem,
+    probe_problem,
+    read_probe,
 )
 
 __all__ = [
@@ -158,6 +167,9 @@ class OperatorConfig:
     observer: ObserverLimits = field(default_factory=ObserverLimits)
     probe: Mapping[str, Any] | None = None
     publisher: Mapping[str, Any] | None = None
+    #: The chart's health probe, validated; None without one (an empty `path` turns it
+    #: off, as in OME) and while routing is not active.
+    probe_policy: ProbePolicy | None = None
     #: `routing.publisher.resyncInterval`: how often the publisher reconciles its state
     #: without an event. The chart's default, 1m, when left out.
     resync_interval: Duration = DEFAULT_RESYNC_INTERVAL
@@ -261,6 +273,7 @@ class _Loaded:
     observer: dict[str, int | str]
     poll: PollFields
     probe: Mapping[str, Any] | None
+    probe_fields: ProbeFields
     publisher: Mapping[str, Any] | None
     #: Every duration that OME checks at load, by key as users spell it.
     durations: dict[str, str]
@@ -275,7 +288,8 @@ def _load(block: Mapping[str, Any]) -> _Loaded:
     observer = load_observer(routing.get("observer", MISSING))
     capacity_block = _optional_mapping(routing, "capacity", CHART_CAPACITY_FIELD)
     poll = read_poll(capacity_block, CHART_CAPACITY_FIELD, strict_durations=False)
-    probe = _raw_block(routing.get("probe"), "routing.probe")
+    probe = _raw_block(routing.get("probe"), CHART_PROBE_FIELD)
+    probe_fields = read_probe(probe or {}, CHART_PROBE_FIELD, strict_durations=False)
     publisher = _raw_block(routing.get("publisher"), PUBLISHER_FIELD)
     publisher_block = publisher or {}
     if publisher_block.get("name") is not None:
@@ -296,7 +310,9 @@ def _load(block: Mapping[str, Any]) -> _Loaded:
     for key in ("period", "timeout"):
         name = f"routing.probe.{key}"
         durations[name] = duration_text((probe or {}).get(key), name)
-    return _Loaded(routing_enabled, observer, poll, probe, publisher, durations, resync_text)
+    return _Loaded(
+        routing_enabled, observer, poll, probe, probe_fields, publisher, durations, resync_text
+    )
 
 
 class _LoadFailure(Exception):
@@ -339,6 +355,11 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
 
     # Routing rules: the first failure wins.
     limits = check_observer(loaded.observer)
+    probe = loaded.probe_fields
+    if probe.enabled:
+        probe_error = probe_problem(probe) or probe_bounds_problem(probe, limits)
+        if probe_error is not None:
+            raise invalid(probe_error)
     poll = loaded.poll
     if poll.enabled:
         problem = poll_problem(poll) or bounds_problem(poll, limits)
@@ -353,6 +374,7 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
         capacity=poll.policy() if poll.enabled else None,
         observer=limits,
         probe=loaded.probe,
+        probe_policy=probe.policy() if probe.enabled else None,
         publisher=loaded.publisher,
         resync_interval=resync,
     )

@@ -30,6 +30,7 @@ class RuleStage(StrEnum):
 
     VALIDATE = "validate"  # `validate routing policy:`, the block on its own
     RESOLVE = "resolve"  # `resolve capacity policy:`, against this build and the chart
+    RESOLVE_PROBE = "resolve-probe"  # `resolve probe policy:`, the probe against the chart
 
 
 class CapacityRuleError(ValueError):

@@ -10,10 +10,12 @@
   poll it will never run.
 
 Validation runs in OME's order, and the first failure wins, as `validate routing
-policy: ...`: the capacity factors, then the probe (carried raw until probes are judged
-here), then the capacity block (OME's per-service rules, where a zero value counts as
-unset), then the publisher options. Resolution follows, as `resolve capacity policy:
-...`: the effective poll goes through the chart's rules (`core.pollrules`), which in
+policy: ...`: the capacity factors, then the probe (`core.proberules`, OME's
+per-service rules), then the capacity block (OME's per-service rules, where a zero value counts as
+unset), then the publisher options. Resolution follows: the effective probe as `resolve probe policy: ...` (the chart's
+rules and `routing.observer.minPeriod`; `spec.routing.probe` replaces the chart's probe
+as a whole, and `disabled: true` turns it off), then, as `resolve capacity policy:
+...`, the effective poll goes through the chart's rules (`core.pollrules`), which in
 practice leaves the format registry, the format's options, and the chart's observer
 limits; for the service's own block, `spec.` is put in front of the message, as OME does.
 
@@ -52,10 +54,21 @@ from ome_routing.core.pollrules import (
     read_poll,
     service_poll_problem,
 )
+from ome_routing.core.proberules import (
+    PROBE_FIELDS,
+    SERVICE_PROBE_FIELD,
+    ProbeFields,
+    ProbePolicy,
+    probe_bounds_problem,
+    probe_problem,
+    read_probe,
+    service_probe_problem,
+)
 from ome_routing.core.quantity import Quantity, QuantityError, parse_quantity
 
 VALIDATE_PREFIX = "validate routing policy: "
 RESOLVE_PREFIX = "resolve capacity policy: "
+RESOLVE_PROBE_PREFIX = "resolve probe policy: "
 
 ROUTING_FIELD = "spec.routing"
 CAPACITY_FIELD = SERVICE_CAPACITY_FIELD
@@ -68,7 +81,11 @@ MAX_PUBLISHER_OPTIONS = 32
 MAX_PUBLISHER_OPTION_KEY_BYTES = 128
 MAX_PUBLISHER_OPTION_VALUE_BYTES = 4096
 
-_PREFIXES = {RuleStage.VALIDATE: VALIDATE_PREFIX, RuleStage.RESOLVE: RESOLVE_PREFIX}
+_PREFIXES = {
+    RuleStage.VALIDATE: VALIDATE_PREFIX,
+    RuleStage.RESOLVE: RESOLVE_PREFIX,
+    RuleStage.RESOLVE_PROBE: RESOLVE_PROBE_PREFIX,
+}
 
 
 class PolicyError(ValueError):
@@ -105,6 +122,9 @@ class RoutingPolicy:
     probe: Mapping[str, Any] | None
     #: spec.routing.publisher, raw, for the publisher to judge.
     publisher: Mapping[str, Any] | None = None
+    #: The health probe to run: the service's own, else the chart's; None when neither
+    #: sets one or `spec.routing.probe.disabled` is true.
+    probe_policy: ProbePolicy | None = None
 
     @property
     def polls(self) -> bool:
@@ -124,6 +144,38 @@ def _service_capacity(value: object) -> tuple[PollFields, bool]:
     if problem is not None:
         raise invalid(problem)
     return poll, disabled
+
+
+def _service_probe(value: object) -> tuple[ProbeFields, bool]:
+    """The service's own probe block and its `disabled` flag, judged by OME's per-service rules."""
+    block = read_mapping(value, SERVICE_PROBE_FIELD)
+    reject_unknown_fields(block, SERVICE_PROBE_FIELD, ("disabled", *PROBE_FIELDS))
+    disabled_value = block.get("disabled")
+    disabled = (
+        False
+        if disabled_value is None
+        else read_bool(disabled_value, f"{SERVICE_PROBE_FIELD}.disabled")
+    )
+    probe = read_probe(block, SERVICE_PROBE_FIELD)
+    problem = service_probe_problem(probe, disabled)
+    if problem is not None:
+        raise invalid(problem)
+    return probe, disabled
+
+
+def _effective_probe(
+    own: tuple[ProbeFields, bool] | None, config: OperatorConfig
+) -> ProbePolicy | None:
+    """The probe to run; the service's own block is judged against the chart's limits."""
+    if own is None:
+        return config.probe_policy
+    probe, disabled = own
+    if disabled:
+        return None
+    problem = probe_problem(probe) or probe_bounds_problem(probe, config.observer)
+    if problem is not None:
+        raise CapacityRuleError(RuleStage.RESOLVE_PROBE, "spec." + problem)
+    return probe.policy()
 
 
 def _factors(value: object, placement: Mapping[str, Any] | None) -> Mapping[str, Quantity]:
@@ -211,14 +263,16 @@ def _resolve(
 
     # Validation, in OME's order: factors, probe, capacity, publisher options.
     factors = _factors(routing.get("capacityFactors"), placement)
-    # The probe's rules belong here, between the factors and the poll; it is carried raw.
-    probe = _raw(routing.get("probe"), f"{ROUTING_FIELD}.probe")
+    probe = _raw(routing.get("probe"), SERVICE_PROBE_FIELD)
+    own_probe = None if probe is None else _service_probe(probe)
     capacity_value = routing.get("capacity")
     own = None if capacity_value is None else _service_capacity(capacity_value)
     publisher = _raw(routing.get("publisher"), f"{ROUTING_FIELD}.publisher")
     _check_publisher_options(publisher)
 
-    # Resolution: the effective poll against this build and the chart.
+    # Resolution: the effective probe, then the effective poll, against this build and
+    # the chart.
+    probe_policy = _effective_probe(own_probe, config)
     capacity: CapacityPolicy | None
     if own is None:
         capacity = config.capacity
@@ -238,6 +292,7 @@ def _resolve(
         capacity_factors=factors,
         probe=probe,
         publisher=publisher,
+        probe_policy=probe_policy,
     )
 
 

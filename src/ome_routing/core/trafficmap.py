@@ -32,6 +32,7 @@ from ome_routing.core.conditions import (
     RoutableReason,
 )
 from ome_routing.core.drains import NO_DRAINS, Drain
+from ome_routing.core.probes import ProbeState, probe_to_json
 from ome_routing.core.quantity import Quantity
 from ome_routing.core.weights import AllFailedPolicy, WeightInput, compute_weights
 
@@ -90,6 +91,9 @@ class HomeInput:
     probe_gated: bool = False
     #: The home's window verdict; None while polling is off (or before its first verdict).
     capacity: Verdict | None = None
+    #: The home's probe state and the probe's `policyDigest`; None while probing is off
+    #: or before the home was probed (or its state restored).
+    probe: tuple[ProbeState, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +128,8 @@ class Entry:
     healthy: bool
     capacity: EntryCapacity
     drain_refs: tuple[str, ...]
+    #: the probe state and its policy's digest, shown as `probe`
+    probe: tuple[ProbeState, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +176,7 @@ def build_trafficmap(inp: MapInput) -> TrafficMapView:
             healthy=h.ready > 0 and not h.probe_gated,
             capacity=cap,
             drain_refs=refs.get(h.cluster, ()),
+            probe=h.probe,
         )
         for h, cap, weight in zip(homes, capacities, weights.weights, strict=True)
     )
@@ -195,7 +202,7 @@ def entry_to_json(entry: Entry) -> dict[str, Any]:
     `weight`, `healthy` and `capacity` are always written; `allocated` and `ready` are
     left out when 0, `reported` is kept at 0 (a ceiling of 0 is a real report), and an
     empty endpoint, unset factor, missing fallback reason and empty `drainRefs` are
-    left out.
+    left out; `probe` is written once the home was probed (or its state restored).
     """
     capacity: dict[str, Any] = {}
     if entry.capacity.allocated:
@@ -215,6 +222,8 @@ def entry_to_json(entry: Entry) -> dict[str, Any]:
     if entry.endpoint:
         result["endpoint"] = entry.endpoint
     result |= {"weight": entry.weight, "healthy": entry.healthy, "capacity": capacity}
+    if entry.probe is not None and entry.probe[0].observed:
+        result["probe"] = probe_to_json(*entry.probe)
     if entry.drain_refs:
         result["drainRefs"] = list(entry.drain_refs)
     return result

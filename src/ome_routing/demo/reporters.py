@@ -1,8 +1,10 @@
 """Reference capacity reporters on loopback for the demo, one per home, served from a thread.
 
 Each reporter answers the poll with a fixed count (the reference reporter's `make_app`), until
-`route_to_model_server()` makes it answer 404 at every path: what a home's poll gets when the
-route to the reporter is missing and OME's route sends it to the model server instead.
+`route_to_model_server()` makes it answer 404 at every path but the model server's own
+`/v1/models`: what a home's poll gets when the route to the reporter is missing and OME's
+route sends it to the model server instead. `/v1/models` is the health stand-in
+(`reporter.health`): 200 until the demo switches it, for the health probe step.
 
 The aiohttp servers run on an event loop in a daemon thread, so that the demo's own steps
 (kubectl, subprocesses, waits) stay plain blocking code in the main thread. It never binds
@@ -19,9 +21,13 @@ from typing import Any, Self, TypeVar
 
 from aiohttp import web
 
+from ome_routing.reporter.health import SwitchableHealth, add_health_route
 from ome_routing.reporter.server import StaticCount, make_app
 
 POLL_PATH = "/capacity"
+#: The model server's path that health probes ask; the model server answers it even when
+#: the reporter's route is missing.
+HEALTH_PATH = "/v1/models"
 _T = TypeVar("_T")
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -35,6 +41,8 @@ class LoopbackReporter:
         self.port = 0
         self._missed = threading.Event()
         self._runner: web.AppRunner | None = None
+        #: the model server's answer at `HEALTH_PATH`, switched while the demo runs
+        self.health = SwitchableHealth()
 
     @property
     def endpoint(self) -> str:
@@ -55,10 +63,11 @@ class LoopbackReporter:
 
     def _app(self) -> web.Application:
         app = make_app(StaticCount(self.servable), POLL_PATH)
+        add_health_route(app, self.health, HEALTH_PATH)
 
         @web.middleware
         async def model_server(request: web.Request, handler: _Handler) -> web.StreamResponse:
-            if self._missed.is_set():
+            if self._missed.is_set() and request.path != HEALTH_PATH:
                 return web.Response(status=404, text="404 page not found\n")
             return await handler(request)
 

@@ -5,7 +5,7 @@ a reference reporter for each on loopback (3 and 1); the specification's Inferen
 with the placement status OME's placement controller would write; the routing controller;
 the wait for both ceilings; the specification's Step 3 commands, compared with its outputs;
 one home falling back (its poll gets the model server's 404), compared again; the fallback
-gauge from `/metrics`.
+gauge from `/metrics`; then health probes (`demo.probes`): a home gated and let back in.
 
 Everything started here is stopped on the way out, on failure and on Ctrl-C too: the
 controller, then the reporters, then the control plane. With `keep`, the demo first waits
@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from ome_routing.demo import spec
+from ome_routing.demo import probes, spec
 from ome_routing.demo.controller import ControllerError, ControllerProcess
 from ome_routing.demo.narration import Narrator
 from ome_routing.demo.reporters import LoopbackReporters
@@ -44,7 +44,7 @@ ADMITTED = 2
 READY = 2
 ISVC_FILE = "examples/isvc.yaml"
 VALUES_FILE = "examples/values.yaml"
-STEPS = 9
+STEPS = 9 + probes.STEPS
 
 
 class DemoError(RuntimeError):
@@ -149,6 +149,7 @@ class Demo:
                 self._check_capacity_state()
                 self._show_fallback()
                 self._show_gauge()
+                probes.run_probe_steps(self)
                 self._summary()
                 if self.options.keep:
                     self._keep_until_interrupted()
@@ -333,6 +334,16 @@ class Demo:
         self.say.detail("stopped the controller, the reporters and the control plane")
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def run_command(self, command: str) -> str:
+        """Run a shell command as shown and print its output; a failure fails the step."""
+        return self._run(command)
+
+    def wait_for(
+        self, done: Callable[[Mapping[str, Any]], bool], timeout: float, what: str
+    ) -> None:
+        """Wait until the TrafficMap satisfies `done`, narrating the homes' capacity states."""
+        self._wait(done, timeout, what)
 
     def _run(self, command: str) -> str:
         """Run a shell command as shown, print its output, and fail the step if it fails."""

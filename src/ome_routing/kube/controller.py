@@ -2,7 +2,9 @@
 
 `Controller.run` is the leader's work. It lists and watches InferenceServices,
 TrafficMaps and WorkloadClusters, polls every home through one `Observer`, and runs
-`maxConcurrentReconciles` workers over a keyed work queue. A reconcile asks
+`maxConcurrentReconciles` workers over a keyed work queue. Health probes run on a
+`Prober` that shares the observer's client (its budget and connections); probe state,
+unlike capacity windows, is restored from the map after a restart (`probing`). A reconcile asks
 `reconcile.plan` what the service is, syncs the observer's homes, and writes the map's
 spec and status only where they differ from what the API server holds, so a steady
 state makes no writes. Every run starts with a fresh observer: a restart or a new
@@ -36,11 +38,11 @@ from typing import Any, NamedTuple
 from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
 
-from ome_routing.core.capacity import Verdict
 from ome_routing.core.config import OperatorConfig
 from ome_routing.core.digests import capacity_policy_digest
 from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.kube import reconcile
+from ome_routing.kube.probing import ProbeTargets
 from ome_routing.kube.reconcile import Frozen, NotOurs, Routed, Unrouted
 from ome_routing.kube.resources import FIELD_MANAGER, InferenceService, TrafficMap, WorkloadCluster
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
@@ -50,6 +52,7 @@ from ome_routing.observer.budget import RequestBudget
 from ome_routing.observer.failures import PollFailure
 from ome_routing.observer.observer import Observer, PollEvent
 from ome_routing.observer.polling import PollClient, poll_target
+from ome_routing.observer.prober import ProbeEvent, Prober
 
 log = logging.getLogger("ome_routing.controller")
 
@@ -118,6 +121,10 @@ class _MetricsStats:
         self._metrics.poll_duration.observe(event.latency)
         self._metrics.budget_wait.labels(kind="capacity").observe(event.waited)
 
+    def probe_finished(self, event: ProbeEvent) -> None:
+        self._metrics.probes.labels(result=str(event.result)).inc()
+        self._metrics.budget_wait.labels(kind="probe").observe(event.waited)
+
 
 class Controller:
     def __init__(
@@ -141,6 +148,7 @@ class Controller:
         self._logged: dict[ServiceKey, str] = {}
         self._retries: dict[ServiceKey, int] = {}
         self._observer: Observer | None = None
+        self._probes: ProbeTargets | None = None
         self._isvcs: Informer | None = None
         self._maps: Informer | None = None
         self.synced = asyncio.Event()
@@ -159,6 +167,13 @@ class Controller:
             stats=_MetricsStats(self._metrics),
         )
         self._observer = observer
+        prober = Prober(
+            poll_client,
+            on_change=self._on_verdict_change,
+            clock=self._clock,
+            stats=_MetricsStats(self._metrics),
+        )
+        self._probes = ProbeTargets(prober, self._clock)
         self._isvcs = Informer(self._client, InferenceService, self._on_isvc, namespaced=True)
         self._maps = Informer(self._client, TrafficMap, self._on_map, namespaced=True)
         clusters = Informer(self._client, WorkloadCluster, self._on_cluster, namespaced=False)
@@ -171,6 +186,7 @@ class Controller:
             )
             self._hold_existing_homes()
             await observer.start()
+            await prober.start()  # after `_hold_existing_homes`: their first probes spread
             for _ in range(limits.max_concurrent_reconciles):
                 tasks.append(asyncio.create_task(self._worker(), name="reconcile"))
             tasks.append(asyncio.create_task(self._resync(), name="resync"))
@@ -183,6 +199,7 @@ class Controller:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+            await prober.stop()
             await observer.stop()
             await poll_client.close()
             self._queue.close()
@@ -202,6 +219,8 @@ class Controller:
                 continue
             if isinstance(decision, Routed):
                 self._sync_homes(key, decision)
+                if self._probes is not None:
+                    self._probes.sync(key, decision, self._maps.cache.get(key))
 
     async def _resync(self) -> None:
         while True:
@@ -230,7 +249,8 @@ class Controller:
             if any(isinstance(c, Mapping) and c.get("cluster") == cluster for c in candidates):
                 self._queue.add(service_key)
 
-    def _on_verdict_change(self, key: Any, verdict: Verdict) -> None:
+    def _on_verdict_change(self, key: Any, verdict: object) -> None:
+        """A home's capacity verdict or probe state changed: its map is looked at again."""
         self._queue.add((key.namespace, key.name))
 
     # --- the work loop ----------------------------------------------------------
@@ -271,6 +291,7 @@ class Controller:
         decision = reconcile.plan(isvc, tmap, self._config)
         if isinstance(decision, Unrouted):
             self._sync_homes(key, None)
+            self._forget_probes(key)
             self._logged.pop(key, None)
             self._metrics.forget_map(namespace, name)
             if decision.delete_map and tmap is not None:
@@ -279,11 +300,13 @@ class Controller:
             return "skipped"
         if isinstance(decision, NotOurs):
             self._sync_homes(key, None)
+            self._forget_probes(key)
             self._log_once(key, decision.message)
             self._metrics.forget_map(namespace, name)
             return "skipped"
         if isinstance(decision, Frozen):
             self._sync_homes(key, None)
+            self._forget_probes(key)
             self._log_once(key, decision.message)
             self._metrics.forget_map(namespace, name)
             if tmap is not None:
@@ -300,7 +323,9 @@ class Controller:
         observer = self._observer
         assert observer is not None
         verdicts = {cluster: observer.verdict(home) for cluster, home in homes.items()}
-        view = reconcile.build_view(routed, verdicts)
+        assert self._probes is not None
+        probes = self._probes.sync(key, routed, tmap)
+        view = reconcile.build_view(routed, verdicts, probes)
         spec = reconcile.desired_spec(name, routed, view)
         if tmap is None:
             tmap = await self._create(key, routed.uid, spec)
@@ -310,7 +335,14 @@ class Controller:
         self._metrics.set_fallback_homes(
             namespace, name, view.fallback_homes if routed.poll is not None else None
         )
+        self._metrics.set_gated_homes(
+            namespace, name, self._probes.gated(probes) if routed.probe is not None else None
+        )
         return "ok"
+
+    def _forget_probes(self, key: ServiceKey) -> None:
+        if self._probes is not None:
+            self._probes.forget(key)
 
     # --- observer homes ---------------------------------------------------------
 

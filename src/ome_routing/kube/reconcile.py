@@ -19,7 +19,7 @@ The checks run in OME's order, and the first failure wins:
    `status.placement` (`read placement: ...`).
 5. `validate routing policy: ...`.
 6. `parse ome.io/traffic-drain: ...`.
-7. `resolve capacity policy: ...`.
+7. `resolve probe policy: ...`, then `resolve capacity policy: ...`.
 8. The existing map: controlled by another owner, or recording another source UID,
    is `NotOurs`. So a policy error beats a foreign map.
 
@@ -50,6 +50,8 @@ from ome_routing.core.placement import (
 )
 from ome_routing.core.policy import PolicyError, PollMode, RoutingPolicy, resolve_routing_policy
 from ome_routing.core.pollrules import CapacityPolicy
+from ome_routing.core.proberules import ProbePolicy
+from ome_routing.core.probes import ProbeState, reachable
 from ome_routing.core.quoting import quote
 from ome_routing.core.trafficmap import (
     HomeInput,
@@ -59,6 +61,7 @@ from ome_routing.core.trafficmap import (
     build_trafficmap,
     entries_to_json,
 )
+from ome_routing.core.weights import AllFailedPolicy
 from ome_routing.kube.resources import API_VERSION
 
 RawObject = Mapping[str, Any]
@@ -112,6 +115,17 @@ class Routed:
     @property
     def polling(self) -> PollingState:
         return _POLLING_STATE[self.policy.poll_mode]
+
+    @property
+    def probe(self) -> ProbePolicy | None:
+        """The health probe to run, None while probing is off for the service."""
+        return self.policy.probe_policy
+
+    def probe_targets(self) -> dict[str, str]:
+        """cluster -> endpoint of the homes to probe (none while probing is off)."""
+        if self.probe is None:
+            return {}
+        return {home.cluster: home.endpoint for home in self.placement.homes}
 
     @property
     def poll(self) -> CapacityPolicy | None:
@@ -217,8 +231,15 @@ def _unrouted(isvc: RawObject | None, tmap: RawObject | None) -> Unrouted:
     return Unrouted(delete_map=ours)
 
 
-def build_view(routed: Routed, verdicts: Mapping[str, Verdict | None]) -> TrafficMapView:
+def build_view(
+    routed: Routed,
+    verdicts: Mapping[str, Verdict | None],
+    probes: Mapping[str, tuple[ProbeState, str]] | None = None,
+) -> TrafficMapView:
+    """The table and conditions; `probes` is cluster -> (probe state, policy digest)."""
     polling = routed.polling
+    probe_policy = routed.probe
+    probes = probes if probes is not None and probe_policy is not None else {}
     homes = tuple(
         HomeInput(
             cluster=home.cluster,
@@ -227,11 +248,24 @@ def build_view(routed: Routed, verdicts: Mapping[str, Verdict | None]) -> Traffi
             ready=home.ready,
             factor=routed.policy.capacity_factors.get(home.cluster),
             capacity=verdicts.get(home.cluster) if polling is PollingState.ON else None,
+            probe_gated=reachable(probe[0] if probe else None) is False,
+            probe=probe,
         )
         for home in routed.placement.homes
+        for probe in (probes.get(home.cluster),)
     )
     return build_trafficmap(
-        MapInput(placed=routed.placement.placed, homes=homes, polling=polling, drains=routed.drains)
+        MapInput(
+            placed=routed.placement.placed,
+            homes=homes,
+            polling=polling,
+            drains=routed.drains,
+            all_failed_policy=(
+                AllFailedPolicy(probe_policy.all_failed_policy)
+                if probe_policy is not None
+                else None
+            ),
+        )
     )
 
 

@@ -9,12 +9,17 @@ A home's `capacity.fallbackReason` appears only as its code (`kubectl.fallback`)
 every output, as OME's CLI does: the raw text can hold a reporter's words. A reason that
 cannot be classified is counted in the report's issues (`CapacityFallbackReasons:
 MalformedPayload (n)`).
+
+A home's recorded probe shows as OME's CLI shows it: `Recorded probe` (the result, or
+`NotRecorded` / `Invalid`), the gate in `Route evidence`, and `Probe policy` (the
+digest); `-o wide` adds `Probe gate`, `Probe freshness` (`lastProbeTime` and its age),
+`Probe failures` and `Probe message`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -109,6 +114,42 @@ def _conditions(status: Mapping[str, Any], generation: int | None) -> list[dict[
     return result
 
 
+PROBE_RESULTS = ("Passing", "Failing", "Unknown")
+
+
+def recorded_probe(probe: object) -> str:
+    """The entry's last probe result; `NotRecorded` without a probe block."""
+    if not isinstance(probe, Mapping):
+        return "NotRecorded"
+    result = probe.get("result")
+    if result is None:
+        return "NotRecorded"
+    return result if result in PROBE_RESULTS else "Invalid"
+
+
+def probe_gate(probe: object) -> str:
+    """Whether the probe gates the home, as recorded (`gated` is written only while true)."""
+    if not isinstance(probe, Mapping):
+        return "NotRecorded"
+    gated = probe.get("gated", False)
+    if not isinstance(gated, bool):
+        return "Invalid"
+    return "True" if gated else "False"
+
+
+def probe_freshness(probe: object, now: datetime) -> str:
+    """When the last probe finished, and how long ago; `NotRecorded` without one."""
+    stamp = _mapping(probe).get("lastProbeTime")
+    if not isinstance(stamp, str):
+        return "NotRecorded"
+    try:
+        finished = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        age = int((now - finished).total_seconds())
+    except (ValueError, TypeError):
+        return "Invalid"
+    return f"{stamp} ({age}s ago)" if age >= 0 else f"{stamp} (in the future)"
+
+
 def _home(entry: Mapping[str, Any]) -> dict[str, Any]:
     capacity = dict(_mapping(entry.get("capacity")))
     capacity["fallbackReason"] = str(fallback_code(capacity.get("fallbackReason")))
@@ -122,6 +163,9 @@ def _home(entry: Mapping[str, Any]) -> dict[str, Any]:
         "drainRefs": refs,
         "capacity": capacity,
     }
+    probe = entry.get("probe")
+    if isinstance(probe, Mapping):
+        home["probe"] = dict(probe)
     return home
 
 
@@ -184,6 +228,7 @@ def _condition_value(condition: Mapping[str, Any]) -> str:
 
 def endpoint_rows(report: Mapping[str, Any], *, wide: bool) -> list[Row]:
     """The table's rows: the map, its conditions, one block per home, then the hints."""
+    now = _collected(report)
     tmap = _mapping(report.get("trafficMap"))
     rows: list[Row] = [
         ("TrafficMap", f"{tmap.get('namespace')}/{tmap.get('name')}"),
@@ -202,11 +247,16 @@ def endpoint_rows(report: Mapping[str, Any], *, wide: bool) -> list[Row]:
         capacity = _mapping(home.get("capacity"))
         refs: Sequence[str] = home.get("drainRefs") or []
         code = _show(capacity.get("fallbackReason"))
+        probe = home.get("probe")
+        gate = probe_gate(probe)
+        digest = _mapping(probe).get("policyDigest")
         rows += [
             ("Route home", _show(home.get("cluster"))),
             ("Endpoint origin", _show(home.get("endpointOrigin"))),
             ("Final weight", f"{_show(home.get('weight'))}; healthy={_show(home.get('healthy'))}"),
-            ("Route evidence", f"drains={len(refs)}; fallback={code}"),
+            ("Recorded probe", recorded_probe(probe)),
+            ("Route evidence", f"drains={len(refs)}; gate={gate}; fallback={code}"),
+            ("Probe policy", digest if isinstance(digest, str) and digest else "NotRecorded"),
         ]
         if wide:
             rows += [
@@ -221,7 +271,16 @@ def endpoint_rows(report: Mapping[str, Any], *, wide: bool) -> list[Row]:
                     _show(capacity.get("reported") if "reported" in capacity else "NotRecorded"),
                 ),
                 ("Capacity factor", _show(capacity.get("factor"))),
+                ("Probe freshness", probe_freshness(probe, now)),
                 ("Drain refs", ", ".join(refs) if refs else "Validated"),
+                ("Probe gate", f"{gate} (Reported)" if gate in ("True", "False") else gate),
+                (
+                    "Probe failures",
+                    _show(_mapping(probe).get("consecutiveFailures", 0))
+                    if isinstance(probe, Mapping)
+                    else "NotRecorded",
+                ),
+                ("Probe message", _show(_mapping(probe).get("message"))),
                 ("Home cap fallback", code),
             ]
     issues: Sequence[Mapping[str, Any]] = report.get("issues") or []
@@ -231,6 +290,15 @@ def endpoint_rows(report: Mapping[str, Any], *, wide: bool) -> list[Row]:
     ]
     rows += [("Hint", hint) for hint in HINTS]
     return rows
+
+
+def _collected(report: Mapping[str, Any]) -> datetime:
+    """When the report was collected: the moment probe ages are counted from."""
+    stamp = report.get("collectedAt")
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.fromtimestamp(0, UTC)
 
 
 def format_endpoint_table(report: Mapping[str, Any], *, wide: bool = False) -> str:

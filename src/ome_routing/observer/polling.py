@@ -50,6 +50,7 @@ from ome_routing.observer.transport import (
 from ome_routing.observer.urls import GoURL, URLError, canonical_endpoint, join_path, parse_url
 
 METHODS = ("GET", "POST")
+PROBE_METHODS = ("GET", "HEAD", "POST")
 #: Idle keep-alive connections close after this long. Reuse helps homes that share a
 #: host (a shared ingress) and are polled often; homes on distinct hosts polled every
 #: `period` seconds would otherwise each hold an idle socket.
@@ -84,6 +85,17 @@ def _prepared(url: URL, method: str) -> PollRequest:
         raise failures.invalid_target(f"endpoint URL {quote(str(url))} must be absolute")
     head = request_head(method, url.raw_path_qs, url.raw_authority, _HEADERS)
     return PollRequest(str(url), method, origin_of(host, port, url.scheme == "https"), head)
+
+
+class ProbeAnswer(NamedTuple):
+    """How one probe ended: the answer's status, or the failure that stopped it."""
+
+    status: int | None
+    failure: PollFailure | None
+    #: seconds spent waiting for a budget slot
+    waited: float
+    #: seconds from sending the request to the end of the reading (0 if never sent)
+    latency: float
 
 
 class PollResult(NamedTuple):
@@ -160,6 +172,17 @@ def _request(url: str, method: str) -> PollRequest:
     except URLError as err:
         raise failures.unbuildable(str(err)) from None
     return _prepared(_sendable(url), _check_method(method))
+
+
+def probe_request(url: str, method: str) -> PollRequest:
+    """The request of a health probe to a joined URL; a probe may also use HEAD."""
+    try:
+        parse_url(url)
+    except URLError as err:
+        raise failures.unbuildable(str(err)) from None
+    if method not in PROBE_METHODS:
+        raise failures.unbuildable(f"method {quote(method)} is not GET, HEAD or POST")
+    return _prepared(_sendable(url), method)
 
 
 def build_request(endpoint: str, path: str, method: str) -> PollRequest:
@@ -301,3 +324,60 @@ class PollClient:
         finally:
             budget.release()
         return PollResult(Outcome.OK, reading, None, waited, loop.time() - start)
+
+    async def probe(
+        self, request: PollRequest, timeout: Duration, task: asyncio.Task[Any] | None = None
+    ) -> ProbeAnswer:
+        """Send one health probe once a budget slot is free; the status decides.
+
+        The same slots, connections, limits and timeout as a poll; at most
+        `maxResponseBytes` of the body are read and discarded, and a longer body is
+        not a failure. Failures carry the poll families' reasons; the prober words them.
+        """
+        if self._closing:
+            return ProbeAnswer(None, failures.not_submitted("observer is stopping"), 0.0, 0.0)
+        budget = self._budget
+        waited = 0.0 if budget.try_acquire() else await budget.acquire()
+        loop = self._loop
+        start: float | None = None
+        head_only = request.method == "HEAD"
+        try:
+            if self._closing:
+                raise failures.not_submitted("observer is stopping")
+            start = loop.time()
+            limit = self._deadlines.arm(start + timeout.seconds, task)
+            connection: Connection | None = None
+            timed_out = False
+            try:
+                try:
+                    connection = self._pool.take(request.origin)
+                    if connection is None:
+                        connection = await self._pool.connect(request.origin)
+                    try:
+                        status = await connection.send_probe(
+                            request.head, self._limit, head_only=head_only
+                        )
+                    except StaleConnection:
+                        if request.method != "GET":
+                            raise failures.unreachable(CLOSED_EARLY) from None
+                        connection = await self._pool.connect(request.origin)
+                        status = await connection.send_probe(
+                            request.head, self._limit, head_only=head_only
+                        )
+                finally:
+                    timed_out = self._deadlines.disarm(limit)
+            except asyncio.CancelledError:
+                if connection is not None:
+                    connection.abort()
+                if not timed_out:
+                    raise
+                answered = connection is not None and connection.answered
+                raise _out_of_time(answered, timeout) from None
+            except StaleConnection:
+                raise failures.unreachable(CLOSED_EARLY) from None
+        except PollFailure as failure:
+            spent = 0.0 if start is None else loop.time() - start
+            return ProbeAnswer(None, failure, waited, spent)
+        finally:
+            budget.release()
+        return ProbeAnswer(status, None, waited, loop.time() - start)

@@ -92,16 +92,20 @@ class Connection(asyncio.Protocol):
 
     __slots__ = (
         "_chunks",
+        "_cut",
         "_declared",
         "_done",
         "_failure",
         "_head_bytes",
+        "_head_only",
         "_informational",
         "_keep_alive",
         "_limit",
         "_parser",
         "_pool",
+        "_probe",
         "_size",
+        "_status",
         "_transport",
         "_waiter",
         "answered",
@@ -115,7 +119,7 @@ class Connection(asyncio.Protocol):
         self.origin = origin
         self._transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
-        self._waiter: asyncio.Future[bytes] | None = None
+        self._waiter: asyncio.Future[Any] | None = None
         self._chunks: list[bytes] = []
         self._limit = 0
         self._size = 0
@@ -125,6 +129,12 @@ class Connection(asyncio.Protocol):
         self._done = False
         self._keep_alive = False
         self._failure: PollFailure | None = None
+        # a probe's answer: its status decides, its body is read up to the limit and
+        # discarded, and a longer body only stops the reading (`_cut`)
+        self._probe = False
+        self._head_only = False
+        self._cut = False
+        self._status = 0
         #: the status line and headers of the current answer are in
         self.answered = False
         #: the connection served a request before the current one
@@ -135,8 +145,22 @@ class Connection(asyncio.Protocol):
 
     def send(self, head: bytes, limit: int) -> asyncio.Future[bytes]:
         """Write a request; the future is the answer's body, or a `PollFailure`."""
+        return self._send(head, limit, probe=False, head_only=False)
+
+    def send_probe(self, head: bytes, limit: int, *, head_only: bool) -> asyncio.Future[int]:
+        """Write a probe; the future is the answer's status, or a `PollFailure`.
+
+        Any status is an answer; at most `limit` bytes of the body are read, and
+        discarded; a longer body ends the reading (and the connection) without failing.
+        `head_only` (a HEAD request) ends it with the headers.
+        """
+        return self._send(head, limit, probe=True, head_only=head_only)
+
+    def _send(
+        self, head: bytes, limit: int, *, probe: bool, head_only: bool
+    ) -> asyncio.Future[Any]:
         transport = self._transport
-        waiter: asyncio.Future[bytes] = self._pool.loop.create_future()
+        waiter: asyncio.Future[Any] = self._pool.loop.create_future()
         if transport is None or transport.is_closing():
             waiter.set_exception(
                 StaleConnection() if self.reused else failures.unreachable(CLOSED_EARLY)
@@ -148,6 +172,7 @@ class Connection(asyncio.Protocol):
         self._size = self._head_bytes = 0
         self._declared = self._done = self._keep_alive = self.answered = False
         self._failure = None
+        self._probe, self._head_only, self._cut, self._status = probe, head_only, False, 0
         transport.write(head)
         return waiter
 
@@ -181,7 +206,7 @@ class Connection(asyncio.Protocol):
             self._fail(self._failure)
         elif self._done:
             self._waiter = None
-            waiter.set_result(b"".join(self._chunks))
+            waiter.set_result(self._answer())
             self._chunks = []
             if self._keep_alive:
                 self._pool.release(self)
@@ -203,7 +228,7 @@ class Connection(asyncio.Protocol):
         if self.answered:
             if exc is None and not self._declared and not self._informational:
                 # a body without a declared length ends with the connection
-                waiter.set_result(b"".join(self._chunks))
+                waiter.set_result(self._answer())
             else:
                 waiter.set_exception(failures.reading_failed(_CUT_SHORT))
         elif self.reused and self._head_bytes == 0:
@@ -218,7 +243,7 @@ class Connection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         if len(name) == 14 and name.lower() == b"content-length":
             self._declared = True
-            if value.strip().isdigit() and int(value) > self._limit:
+            if not self._probe and value.strip().isdigit() and int(value) > self._limit:
                 self._failure = failures.too_large(self._limit)
         elif len(name) == 17 and name.lower() == b"transfer-encoding":
             self._declared = True
@@ -231,13 +256,21 @@ class Connection(asyncio.Protocol):
             self._failure = None
             return
         self.answered = True
-        if status != 200:
+        self._status = status
+        if self._probe:
+            if self._head_only:  # no body follows; llhttp does not know it was a HEAD
+                self._cut = self._done = True
+        elif status != 200:
             self._failure = failures.http_status(status)
 
     def on_body(self, body: bytes) -> None:
-        if self._failure is not None:
+        if self._failure is not None or self._cut:
             return
         self._size += len(body)
+        if self._probe:
+            if self._size > self._limit:
+                self._cut = self._done = True  # enough read: the status decides
+            return
         if self._size > self._limit:
             self._failure = failures.too_large(self._limit)
         else:
@@ -247,12 +280,16 @@ class Connection(asyncio.Protocol):
         if self._informational:
             self._informational = False
             self._head_bytes = 0
-        else:
+        elif not self._cut:
             self._done = True
             # read here: llhttp forgets it once the message is over
             self._keep_alive = self._parser.should_keep_alive()
 
     # --- ending ------------------------------------------------------------------
+
+    def _answer(self) -> Any:
+        """What `send` resolves to: the body, or a probe's status."""
+        return self._status if self._probe else b"".join(self._chunks)
 
     def _fail(self, failure: PollFailure) -> None:
         waiter = self._waiter
