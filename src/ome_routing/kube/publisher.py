@@ -127,6 +127,19 @@ def _options(isvc: RawObject) -> list[str]:
     return sorted(options) if isinstance(options, Mapping) else []
 
 
+def _withdrawn(tmap: RawObject, plan: Publication) -> bool:
+    """Whether the map records a completed withdrawal of this plan at its generation."""
+    status = tmap.get("status") or {}
+    published = [c for c in status.get("conditions") or [] if c.get("type") == "Published"]
+    return (
+        bool(published)
+        and published[0].get("reason") == Reason.WITHDRAWN
+        and status.get("observedTrafficMapGeneration") == _meta(tmap).get("generation")
+        and claims_of(status) == [plan.claim]
+        and FINALIZER in (_meta(tmap).get("finalizers") or [])
+    )
+
+
 class Publisher:
     def __init__(
         self,
@@ -236,6 +249,8 @@ class Publisher:
         except InvalidPlan as err:
             await self._fail(key, tmap, Reason.INVALID_PLAN, str(err), terminal=True)
             return
+        if not plan.publish and _withdrawn(tmap, plan):
+            return  # done for this generation; nothing of ours can have come back
         tmap = await self._claim(key, tmap, plan)
         try:
             await self._drain_stale(tmap, plan, source_key)

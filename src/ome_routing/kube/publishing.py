@@ -227,18 +227,18 @@ class Publishing:
         await self._prune(plan.route_namespace, source, plan.backends)
 
     async def _prune(self, namespace: str, source: SourceKey, keep: tuple[Backend, ...]) -> None:
-        slices = (
-            {endpoint_slice_name(b) for b in keep}
-            if self._config.hostname_endpoint_slices
-            else set()
-        )
-        policies = {b.service for b in keep} if self._config.tls_enabled else set()
-        services = {b.service for b in keep}
-        for resource, kind, wanted in (
-            (EndpointSlice, "EndpointSlice", slices),
-            (BackendTLSPolicy, "BackendTLSPolicy", policies),
-            (Service, "Service", services),
-        ):
+        config = self._config
+        kinds: list[tuple[Any, str, set[str]]] = []
+        # EndpointSlices only where they may exist: their RBAC comes with the mode
+        if config.hostname_endpoint_slices or config.endpoint_slices_enabled:
+            slices = (
+                {endpoint_slice_name(b) for b in keep} if config.hostname_endpoint_slices else set()
+            )
+            kinds.append((EndpointSlice, "EndpointSlice", slices))
+        policies = {b.service for b in keep} if config.tls_enabled else set()
+        kinds.append((BackendTLSPolicy, "BackendTLSPolicy", policies))
+        kinds.append((Service, "Service", {b.service for b in keep}))
+        for resource, kind, wanted in kinds:
             await self._delete_owned(resource, kind, namespace, source, wanted)
 
     async def _delete_owned(
