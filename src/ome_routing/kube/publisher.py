@@ -10,6 +10,7 @@ writes):
 2. The owner: the map's controller is its InferenceService (same name and UID),
    `spec.service`, `status.sourceUID` and `spec.observedISVCGeneration` agree with it,
    and the routing controller has not frozen the map; else `InvalidOwner`.
+   With routing off (the publisher is then inactive, as OME's) nothing else is done.
 3. A service that is deleting or no longer routed: its objects are withdrawn,
    `Unpublished`.
 4. Per-service publisher options: `InvalidOptions`. The plan: `InvalidPlan`.
@@ -187,6 +188,8 @@ class Publisher:
         self._queue.add(key)
 
     async def _resync(self) -> None:
+        if not self._config.routing_active:
+            return  # an inactive publisher does not resync
         interval = max(self._config.resync_interval.nanoseconds / 1e9, 1.0)
         while True:
             await asyncio.sleep(interval)
@@ -225,7 +228,11 @@ class Publisher:
         if _meta(tmap).get("deletionTimestamp"):
             await self._finalize(key, tmap, source_key)
             return
+        if not self._config.routing_active:
+            return  # inactive (routing off): OME's publisher only finalizes
         isvc = self._isvcs.cache.get(key)
+        if not (tmap.get("status") or {}).get("sourceUID") and isvc is not None:
+            return  # a new map: the routing controller's first status write comes next
         problem = owner_problem(tmap, isvc, self._config)
         if problem is not None:
             await self._fail(key, tmap, Reason.INVALID_OWNER, problem, terminal=True)

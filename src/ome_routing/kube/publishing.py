@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import httpx2
 from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import create_namespaced_resource
 
@@ -68,6 +69,13 @@ class PublishError(Exception):
         self.terminal = terminal
 
 
+def _not_found(err: Exception) -> bool:
+    """A 404: the API server answers an unknown kind with a plain page, not a Status."""
+    if isinstance(err, ApiError):
+        return err.status.code == 404
+    return isinstance(err, httpx2.HTTPStatusError) and err.response.status_code == 404
+
+
 def _raw(obj: Any) -> Raw:
     return dict(obj.to_dict()) if hasattr(obj, "to_dict") else dict(obj)
 
@@ -90,20 +98,26 @@ class Publishing:
     # --- reads ------------------------------------------------------------------------
 
     async def _get(self, resource: Any, namespace: str, name: str) -> Raw | None:
+        """The object, or None when it (or its whole kind: no CRD) is not there."""
         try:
             return _raw(await self._client.get(resource, name, namespace=namespace))
-        except ApiError as err:
-            if err.status.code == 404:
+        except (ApiError, httpx2.HTTPStatusError) as err:
+            if _not_found(err):
                 return None
             raise
 
     async def _list(
         self, resource: Any, namespace: str, labels: Mapping[str, str] | None = None
     ) -> AsyncIterator[Raw]:
-        async for obj in self._client.list(
-            resource, namespace=namespace, labels=dict(labels) if labels else None
-        ):
-            yield _raw(obj)
+        """The objects; none when their kind is not served (no CRD)."""
+        try:
+            async for obj in self._client.list(
+                resource, namespace=namespace, labels=dict(labels) if labels else None
+            ):
+                yield _raw(obj)
+        except (ApiError, httpx2.HTTPStatusError) as err:
+            if not _not_found(err):
+                raise
 
     # --- preflight --------------------------------------------------------------------
 
@@ -248,8 +262,6 @@ class Publishing:
         try:
             owned = [obj async for obj in self._list(resource, namespace, selector)]
         except ApiError as err:
-            if err.status.code == 404 and resource is BackendTLSPolicy:
-                return  # no BackendTLSPolicy CRD: there is none to delete
             raise PublishError(
                 Reason.APPLY_FAILED,
                 f"list global {kind}s for {source[0]}/{source[1]}: {_api(err)}",
