@@ -7,11 +7,12 @@ gauge `ome_trafficmap_publication_fallback`.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 import yaml
-from controller_harness import condition, get_map
+from controller_harness import condition, eventually, get_map
 from publisher_harness import Scene, gateway_api, scene, values
 
 from ome_routing.core.publication import backend_service_name
@@ -123,3 +124,38 @@ async def test_a_frozen_map_keeps_its_route_and_reads_invalid_owner(scene: Scene
     assert f'namespace="{scene.namespace}",publisher="gatewayapi",trafficmap="chat"}} 0.0' in gauge
     tmap = await get_map(scene.plane, "chat", scene.namespace)
     assert tmap is not None and tmap["status"]["published"] is True
+
+
+async def test_at_rest_nothing_is_written_again_across_resyncs(scene: Scene) -> None:
+    block = values()
+    block["ome"]["multicluster"]["config"]["routing"]["publisher"] = {"resyncInterval": "1s"}
+    await scene.service("chat", {"worker-a": 2, "worker-b": 1})
+    process = await scene.start(block)
+    await scene.published("chat")
+
+    async def versions() -> list[str]:
+        service = backend_service_name(scene.namespace, "chat", "worker-a")
+        found = [
+            await scene.get(k, n)
+            for k, n in (("httproute", "chat-global"), ("service", service), ("trafficmap", "chat"))
+        ]
+        return [str(obj["metadata"]["resourceVersion"]) for obj in found if obj is not None]
+
+    before = await versions()
+    await asyncio.sleep(3.5)  # three resyncs
+    assert await versions() == before
+    assert "publish TrafficMap" not in process.log  # no retried failure either
+
+
+async def test_turning_rewrite_off_removes_the_filters(scene: Scene) -> None:
+    await scene.service("chat", {"worker-a": 1})
+    first = await scene.start(values())
+    await scene.published("chat")
+    await first.stop()
+    await scene.start(values(gatewayBackend={"rewriteHostname": False}))
+
+    async def no_filters() -> bool:
+        route = await scene.get("httproute", "chat-global")
+        return route is not None and "filters" not in route["spec"]["rules"][0]["backendRefs"][0]
+
+    await eventually(no_filters, what="the URLRewrite filters to go")

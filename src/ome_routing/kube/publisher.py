@@ -67,6 +67,7 @@ from ome_routing.core.publication_status import (
     publisher_status,
 )
 from ome_routing.kube import reconcile
+from ome_routing.kube.controller import WRITE_GRACE_SECONDS, _finish_when_cancelled
 from ome_routing.kube.publishing import FIELD_MANAGER, PublishError, Publishing
 from ome_routing.kube.resources import API_VERSION, InferenceService, TrafficMap
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
@@ -129,13 +130,12 @@ def _options(isvc: RawObject) -> list[str]:
 
 
 def _withdrawn(tmap: RawObject, plan: Publication) -> bool:
-    """Whether the map records a completed withdrawal of this plan at its generation."""
+    """Whether the map records a completed withdrawal of this plan (at any generation)."""
     status = tmap.get("status") or {}
     published = [c for c in status.get("conditions") or [] if c.get("type") == "Published"]
     return (
         bool(published)
         and published[0].get("reason") == Reason.WITHDRAWN
-        and status.get("observedTrafficMapGeneration") == _meta(tmap).get("generation")
         and claims_of(status) == [plan.claim]
         and FINALIZER in (_meta(tmap).get("finalizers") or [])
     )
@@ -201,7 +201,8 @@ class Publisher:
         while True:
             key = await self._queue.get()
             try:
-                await self.reconcile(key)
+                # a stopping worker finishes the reconcile it is in, as the routing one does
+                await _finish_when_cancelled(self._reconciled(key), WRITE_GRACE_SECONDS)
                 self._retries.pop(key, None)
             except asyncio.CancelledError:
                 raise
@@ -217,6 +218,10 @@ class Publisher:
                 self._queue.done(key)
 
     # --- one map ----------------------------------------------------------------------
+
+    async def _reconciled(self, key: ObjectKey) -> str:
+        await self.reconcile(key)
+        return "ok"
 
     async def reconcile(self, key: ObjectKey) -> None:
         assert self._maps is not None and self._isvcs is not None
@@ -257,7 +262,11 @@ class Publisher:
             await self._fail(key, tmap, Reason.INVALID_PLAN, str(err), terminal=True)
             return
         if not plan.publish and _withdrawn(tmap, plan):
-            return  # done for this generation; nothing of ours can have come back
+            # nothing of ours can have come back: only the generation is recorded anew
+            await self._status(
+                key, tmap, WITHDRAWN, gateway_ref=None, published=False, observed=True
+            )
+            return
         tmap = await self._claim(key, tmap, plan)
         try:
             await self._drain_stale(tmap, plan, source_key)

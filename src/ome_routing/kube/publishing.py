@@ -186,8 +186,15 @@ class Publishing:
 
     # --- apply ------------------------------------------------------------------------
 
-    async def _ensure(self, resource: Any, kind: str, body: Raw, compare: tuple[str, ...]) -> None:
-        """Create the object, or replace it where a compared part differs; else no write."""
+    async def _ensure(
+        self, resource: Any, kind: str, body: Raw, compare: tuple[str, ...], *, exact: bool = True
+    ) -> None:
+        """Create the object, or replace it where a compared part differs; else no write.
+
+        The API server stores routes, slices and policies as written; a Service gains
+        assigned fields (its ClusterIP), so it is compared on what the body says (`exact`
+        False).
+        """
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         try:
@@ -198,7 +205,10 @@ class Publishing:
                 return
             old_meta = existing.get("metadata") or {}
             same = (old_meta.get("labels") or {}) == meta["labels"] and all(
-                _subset(body.get(part), existing.get(part)) for part in compare
+                body.get(part) == existing.get(part)
+                if exact
+                else _subset(body.get(part), existing.get(part))
+                for part in compare
             )
             if same:
                 return
@@ -225,9 +235,8 @@ class Publishing:
         """Services, then slices and policies, then the route, then the pruning."""
         config = self._config
         for backend in sorted(plan.backends, key=lambda b: b.service):
-            await self._ensure(
-                Service, "Service", service_body(config, plan, source, backend), ("spec",)
-            )
+            body = service_body(config, plan, source, backend)
+            await self._ensure(Service, "Service", body, ("spec",), exact=False)
         for backend in plan.backends:
             if config.hostname_endpoint_slices:
                 body = endpoint_slice_body(config, plan, source, backend)
