@@ -133,10 +133,15 @@ async def run(plane: LocalControlPlane, services: int, trials: int, hostname_sli
     async def watch(
         resource: Any, seen: dict[tuple[str, tuple[int, ...]], float], weights: Any
     ) -> None:
-        async for _, obj in client.watch(resource, namespace=NAMESPACE):
-            raw = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
-            name = raw["metadata"]["name"].removesuffix("-global")
-            seen.setdefault((name, weights(raw)), time.monotonic())
+        while True:  # a fresh CRD's storage may end the first watches
+            try:
+                async for _, obj in client.watch(resource, namespace=NAMESPACE):
+                    raw = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+                    name = raw["metadata"]["name"].removesuffix("-global")
+                    seen.setdefault((name, weights(raw)), time.monotonic())
+            except Exception as err:
+                log(f"watch of {resource.__name__} ended ({err}); watching again")
+                await asyncio.sleep(0.2)
 
     watchers = [
         asyncio.create_task(watch(TrafficMap, map_seen, map_weights)),

@@ -159,3 +159,36 @@ async def test_turning_rewrite_off_removes_the_filters(scene: Scene) -> None:
         return route is not None and "filters" not in route["spec"]["rules"][0]["backendRefs"][0]
 
     await eventually(no_filters, what="the URLRewrite filters to go")
+
+
+async def test_a_changed_route_namespace_is_refused_until_the_old_route_goes(
+    scene: Scene,
+) -> None:
+    """The guide's warning: the old route keeps its hostname and weights; then it is drained."""
+    old_ns, new_ns = (f"routes-{uuid.uuid4().hex[:6]}" for _ in range(2))
+    for ns in (old_ns, new_ns):
+        await scene.kubectl("create", "namespace", ns)
+    try:
+        await scene.service("chat", {"worker-a": 2, "worker-b": 1})
+        first = await scene.start(values(routeNamespace=old_ns))
+        old_route = (await scene.published("chat"))["status"]["gatewayRef"]["name"]
+        await first.stop()
+        second = await scene.start(values(routeNamespace=new_ns))
+        await scene.published("chat", "ClaimRejected")
+        assert f"is already published by HTTPRoute {old_ns}/{old_route}" in second.log
+        kept = yaml.safe_load(
+            await scene.kubectl("get", "httproute", old_route, "-n", old_ns, "-o", "yaml")
+        )
+        assert [r["weight"] for r in kept["spec"]["rules"][0]["backendRefs"]] == [2, 1]
+
+        await scene.kubectl("delete", "httproute", old_route, "-n", old_ns)
+        await scene.kubectl(
+            "annotate", "inferenceservice", "chat", "-n", scene.namespace, "retry=1"
+        )
+        tmap = await scene.published("chat")
+        assert sorted(tmap["status"]["publisher"]["claimedTargets"]) == sorted(
+            [f"v1:httproute:{old_ns}/{old_route}", f"v1:httproute:{new_ns}/{old_route}"]
+        )
+    finally:
+        for ns in (old_ns, new_ns):
+            await scene.kubectl("delete", "namespace", ns, "--wait=false", check=False)

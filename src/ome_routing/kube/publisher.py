@@ -16,10 +16,9 @@ writes):
 4. Per-service publisher options: `InvalidOptions`. The plan: `InvalidPlan`.
 5. The finalizer and the claim (`status.publisher.claimedTargets`) are written before
    any object, so a map deleted at any point leaves nothing behind.
-6. Stale claims (a changed `routeNamespace`) are drained to weight 0 and kept until the
-   map is deleted.
-7. Preflight (`ClaimRejected`), then the apply (`ApplyFailed`), or the withdrawal when
-   no gateway, port or host is set (`Withdrawn`).
+6. Preflight (`ClaimRejected`); then stale claims (a changed `routeNamespace`) are
+   drained to weight 0 (`DrainFailed`) and kept until the map is deleted; then the apply
+   (`ApplyFailed`), or the withdrawal when no gateway, port or host is set (`Withdrawn`).
 
 A terminal failure (owner, options, plan, a foreign object or hostname) is recorded
 and waits for a change or the resync (`routing.publisher.resyncInterval`); a transient
@@ -269,11 +268,12 @@ class Publisher:
             return
         tmap = await self._claim(key, tmap, plan)
         try:
-            await self._drain_stale(tmap, plan, source_key)
             if plan.publish:
                 await self._io.preflight(plan, source_key)
+                await self._drain_stale(tmap, plan, source_key)
                 await self._io.apply(plan, source_key)
             else:
+                await self._drain_stale(tmap, plan, source_key)
                 await self._io.withdraw_route(plan.route_namespace, plan.route_name, source_key)
                 await self._io.delete_source_objects(plan.route_namespace, source_key)
         except PublishError as err:
