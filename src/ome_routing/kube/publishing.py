@@ -69,6 +69,10 @@ class PublishError(Exception):
         self.terminal = terminal
 
 
+def _plural(kind: str) -> str:
+    return kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
+
+
 def _not_found(err: Exception) -> bool:
     """A 404: the API server answers an unknown kind with a plain page, not a Status."""
     if isinstance(err, ApiError):
@@ -214,7 +218,7 @@ class Publishing:
                 return
             replacement = dict(body)
             replacement["metadata"] = {**meta, "resourceVersion": old_meta.get("resourceVersion")}
-            if kind == "Service" and isinstance(existing.get("spec"), dict):
+            if resource is Service and isinstance(existing.get("spec"), dict):
                 # keep what the API server assigned (a ClusterIP cannot change)
                 spec = dict(body["spec"])
                 for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
@@ -236,7 +240,7 @@ class Publishing:
         config = self._config
         for backend in sorted(plan.backends, key=lambda b: b.service):
             body = service_body(config, plan, source, backend)
-            await self._ensure(Service, "Service", body, ("spec",), exact=False)
+            await self._ensure(Service, "backend Service", body, ("spec",), exact=False)
         for backend in plan.backends:
             if config.hostname_endpoint_slices:
                 body = endpoint_slice_body(config, plan, source, backend)
@@ -260,7 +264,7 @@ class Publishing:
             kinds.append((EndpointSlice, "EndpointSlice", slices))
         policies = {b.service for b in keep} if config.tls_enabled else set()
         kinds.append((BackendTLSPolicy, "BackendTLSPolicy", policies))
-        kinds.append((Service, "Service", {b.service for b in keep}))
+        kinds.append((Service, "backend Service", {b.service for b in keep}))
         for resource, kind, wanted in kinds:
             await self._delete_owned(resource, kind, namespace, source, wanted)
 
@@ -273,7 +277,7 @@ class Publishing:
         except ApiError as err:
             raise PublishError(
                 Reason.APPLY_FAILED,
-                f"list global {kind}s for {source[0]}/{source[1]}: {_api(err)}",
+                f"list global {_plural(kind)} for {source[0]}/{source[1]}: {_api(err)}",
                 terminal=False,
             ) from err
         for obj in owned:
