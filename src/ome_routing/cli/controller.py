@@ -32,6 +32,7 @@ from ome_routing.core.config import (
 )
 from ome_routing.kube.controller import Controller
 from ome_routing.kube.leader import LeaderElector
+from ome_routing.kube.publisher import Publisher
 from ome_routing.logs import configure
 from ome_routing.metrics import RoutingMetrics
 from ome_routing.observer import eventloop, tune_gc
@@ -184,7 +185,9 @@ async def _serve(options: dict[str, Any]) -> int:
     async def lead() -> None:
         metrics.leader.set(1)
         try:
-            await Controller(client, config, metrics).run()
+            await asyncio.gather(
+                Controller(client, config, metrics).run(), Publisher(client, config, metrics).run()
+            )
         finally:
             metrics.leader.set(0)
 
