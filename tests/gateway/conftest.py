@@ -29,6 +29,9 @@ from ome_routing.devcluster.gateway_tools import ensure_gateway_api_crds, ensure
 from ome_routing.devcluster.processes import free_ports
 
 GATEWAY_DIR = Path(__file__).parent
+# The e2e suite's controller harness (ControllerProcess, placement helpers) is shared.
+if str(GATEWAY_DIR.parent / "e2e") not in sys.path:
+    sys.path.append(str(GATEWAY_DIR.parent / "e2e"))
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker
