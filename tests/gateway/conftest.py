@@ -5,8 +5,8 @@
   that control plane, in a private mount namespace whose hosts file the tests extend.
 - `fleet` (session): loopback addresses for workload clusters, one per cluster.
 - `cluster_servers`: a factory of started `ClusterServer`s (model server + capacity reporter)
-  for one test, each on its cluster's address at a port shared by the test's clusters, with
-  its home's hostname mapped in the gateway's namespace; stopped after the test.
+  for one test, each on its cluster's address and hostname (mapped in the gateway's hosts
+  file from the start) at a port shared by the test's clusters; stopped after the test.
 - `gateway_namespace`: a fresh namespace for one test, deleted afterwards.
 
 Every test under tests/gateway is marked `gateway`. They need root (a mount namespace, and
@@ -72,8 +72,8 @@ def gateway_plane(gateway_tools: Tools) -> Iterator[LocalControlPlane]:
 
 
 @pytest.fixture(scope="session")
-def gateway(gateway_plane: LocalControlPlane) -> Iterator[LocalGateway]:
-    with LocalGateway(gateway_plane, {}) as running:
+def gateway(gateway_plane: LocalControlPlane, fleet: Fleet) -> Iterator[LocalGateway]:
+    with LocalGateway(gateway_plane, fleet.hosts()) as running:
         yield running
 
 
@@ -102,15 +102,17 @@ async def gateway_namespace(gateway_plane: LocalControlPlane) -> AsyncIterator[s
 
 @pytest.fixture
 async def cluster_servers(gateway: LocalGateway, fleet: Fleet) -> AsyncIterator[StartServers]:
-    """`await cluster_servers(isvc, namespace, ["worker-a", "worker-b"])` -> {cluster: server}."""
+    """`await cluster_servers(["worker-a", "worker-b"])` -> {cluster: server}."""
     started: list[ClusterServer] = []
 
-    async def start(isvc: str, namespace: str, clusters: list[str]) -> dict[str, ClusterServer]:
+    async def start(clusters: list[str]) -> dict[str, ClusterServer]:
         # One port for all of them: a backend port is one number for every home of a route.
         (port,) = free_ports(1)
-        servers = {c: await ClusterServer(c, fleet.address(c), port).start() for c in clusters}
+        servers = {
+            c: await ClusterServer(c, fleet.address(c), port, home_host(c)).start()
+            for c in clusters
+        }
         started.extend(servers.values())
-        gateway.add_hosts({home_host(isvc, namespace, c): s.address for c, s in servers.items()})
         return servers
 
     try:

@@ -3,8 +3,10 @@
 A `ClusterServer` stands in for a home's model server and its capacity reporter at once: `/`
 and every other path answer `served by <cluster>` (and count it); `/capacity` answers a
 capacity Report whose `servable` a test can change. `Fleet` hands out one address per cluster
-from a /24 of 127.0.0.0/8 picked at random, so that parallel runs do not collide, and names
-each home as the issue's hosts are named: `<isvc>.<namespace>.<cluster>.example.com`.
+from a /24 of 127.0.0.0/8 picked at random, so that parallel runs do not collide, and one
+hostname per cluster (`model.worker-a.example.com`), all known before the gateway starts:
+Traefik (Go) caches /etc/hosts for 5 seconds after reading it, so a name added to the file
+later can miss that cache and be asked of DNS (the sandbox's recorder) in the meantime.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from ome_routing.core.report import format_rfc3339
 SERVED_BY = "served by "
 
 
-def home_host(isvc: str, namespace: str, cluster: str) -> str:
-    """The endpoint host of a home, as the workload clusters in the issue name them."""
-    return f"{isvc}.{namespace}.{cluster}.example.com"
+CLUSTERS = ("worker-a", "worker-b", "worker-c")
+
+
+def home_host(cluster: str) -> str:
+    """The endpoint host of a cluster's homes."""
+    return f"model.{cluster}.example.com"
 
 
 @dataclass
@@ -35,6 +40,7 @@ class ClusterServer:
     cluster: str
     address: str
     port: int
+    host: str = ""
     servable: int = 2
     served: int = 0
     polls: int = 0
@@ -71,13 +77,14 @@ class Fleet:
     prefix: str = field(
         default_factory=lambda: f"127.{random.randrange(100, 250)}.{random.randrange(1, 255)}"
     )
-    _addresses: dict[str, str] = field(default_factory=dict)
 
     def address(self, cluster: str) -> str:
         """The cluster's own address (the same on every call)."""
-        if cluster not in self._addresses:
-            self._addresses[cluster] = f"{self.prefix}.{len(self._addresses) + 1}"
-        return self._addresses[cluster]
+        return f"{self.prefix}.{CLUSTERS.index(cluster) + 1}"
+
+    def hosts(self) -> dict[str, str]:
+        """Every cluster's hostname and address, for the gateway's hosts file."""
+        return {home_host(c): self.address(c) for c in CLUSTERS}
 
 
 def tally(bodies: list[str]) -> Counter[str]:
@@ -85,5 +92,5 @@ def tally(bodies: list[str]) -> Counter[str]:
     return Counter(body.removeprefix(SERVED_BY) for body in bodies if body.startswith(SERVED_BY))
 
 
-#: `await start(isvc, namespace, clusters)` -> {cluster: started server}, as `cluster_servers` gives.
-StartServers = Callable[[str, str, list[str]], Awaitable[dict[str, ClusterServer]]]
+#: `await start(clusters)` -> {cluster: started server}, as the `cluster_servers` fixture gives.
+StartServers = Callable[[list[str]], Awaitable[dict[str, ClusterServer]]]

@@ -61,3 +61,20 @@ def test_the_host_outside_the_namespace_keeps_its_own_files(sandbox: NameSandbox
 def test_a_name_mapped_to_a_non_loopback_address_is_refused(tmp_path: Path) -> None:
     with pytest.raises(NamesError, match="is not a loopback address"):
         NameSandbox(tmp_path, {"chat.example.com": "10.0.0.1"})
+
+
+def test_adding_names_only_appends_to_the_file_the_namespace_sees(sandbox: NameSandbox) -> None:
+    """A resolver reading the file while names are added never finds it without the old ones."""
+    before = sandbox.hosts_file.read_text()
+    inode = sandbox.hosts_file.stat().st_ino
+    sandbox.add_hosts({"chat.prod.worker-c.example.com": "127.0.0.4"})
+    after = sandbox.hosts_file.read_text()
+    assert after.startswith(before)
+    assert after.removeprefix(before) == "127.0.0.4\tchat.prod.worker-c.example.com\n"
+    assert sandbox.hosts_file.stat().st_ino == inode
+
+
+def test_a_name_cannot_be_moved_to_another_address(sandbox: NameSandbox) -> None:
+    sandbox.add_hosts({"chat.prod.worker-a.example.com": "127.0.0.2"})  # the same: a no-op
+    with pytest.raises(NamesError, match=r"already maps to 127\.0\.0\.2"):
+        sandbox.add_hosts({"chat.prod.worker-a.example.com": "127.0.0.9"})

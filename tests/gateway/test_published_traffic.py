@@ -70,10 +70,7 @@ class Published:
 
     @property
     def homes(self) -> dict[str, str]:
-        return {
-            cluster: f"http://{home_host(ISVC, self.namespace, cluster)}:{self.port}"
-            for cluster in self.servers
-        }
+        return {cluster: f"http://{home_host(cluster)}:{self.port}" for cluster in self.servers}
 
     async def map_weights(self) -> dict[str, int]:
         tmap = await get_map(self.gateway.plane, ISVC, self.namespace)
@@ -110,7 +107,7 @@ async def published(
     cluster_servers: StartServers,
     tmp_path: Path,
 ) -> AsyncIterator[tuple[Published, ControllerProcess]]:
-    servers = await cluster_servers(ISVC, gateway_namespace, ["worker-a", "worker-b"])
+    servers = await cluster_servers(["worker-a", "worker-b"])
     servers["worker-a"].servable, servers["worker-b"].servable = 2, 1
     scene = Published(gateway, gateway_namespace, servers)
     plane = gateway.plane
@@ -189,5 +186,5 @@ async def test_no_dns_query_left_the_machine(
         assert [line for line in resolv if line.startswith("nameserver")] == [
             f"nameserver {recorder.address}"
         ]
-    homes = {home_host(ISVC, scene.namespace, c) for c in scene.servers}
+    homes = {home_host(c) for c in scene.servers}
     assert [q for q in recorder.queries if q.name in homes or q.name == scene.host] == []

@@ -32,13 +32,11 @@ async def _route_to_fqdn_backends(
     cluster_servers: StartServers,
     weights: dict[str, int],
 ) -> str:
-    servers = await cluster_servers("chat", namespace, sorted(weights))
+    servers = await cluster_servers(sorted(weights))
     port = next(iter(servers.values())).port
     objects = []
     for cluster in weights:
-        objects += fqdn_backend(
-            f"tmb-{cluster}", namespace, home_host("chat", namespace, cluster), port
-        )
+        objects += fqdn_backend(f"tmb-{cluster}", namespace, home_host(cluster), port)
     host = f"chat.{namespace}.global.example.com"
     backends = {f"tmb-{cluster}": weight for cluster, weight in weights.items()}
     objects.append(http_route("chat-global", namespace, gateway, host, backends, port))
@@ -87,12 +85,10 @@ async def test_an_external_name_service_is_refused(
     gateway: LocalGateway, gateway_namespace: str, cluster_servers: StartServers
 ) -> None:
     """OME's default backend: Traefik refuses it, reports why on the route, and answers 500."""
-    servers = await cluster_servers("chat", gateway_namespace, ["worker-a"])
+    servers = await cluster_servers(["worker-a"])
     port = servers["worker-a"].port
     host = f"chat.{gateway_namespace}.global.example.com"
-    objects = external_name_backend(
-        "tmb-worker-a", gateway_namespace, home_host("chat", gateway_namespace, "worker-a"), port
-    )
+    objects = external_name_backend("tmb-worker-a", gateway_namespace, home_host("worker-a"), port)
     objects.append(
         http_route("chat-global", gateway_namespace, gateway, host, {"tmb-worker-a": 1}, port)
     )
@@ -115,7 +111,7 @@ async def test_the_gateway_resolves_homes_from_its_private_hosts_file_only(
         gateway, gateway_namespace, cluster_servers, {"worker-a": 1}
     )
     await eventually(lambda: send(gateway, host, 1), lambda a: a[0][0] == 200)
-    home = home_host("chat", gateway_namespace, "worker-a")
+    home = home_host("worker-a")
     hosts = namespace_file(gateway.pid, "/etc/hosts")
     assert f"{gateway.sandbox.hosts[home]}\t{home}" in hosts.splitlines()
     resolv = namespace_file(gateway.pid, "/etc/resolv.conf")

@@ -199,7 +199,12 @@ class LocalGateway:
         return json.dumps({"apiVersion": "v1", "kind": "List", "items": documents})
 
     def add_hosts(self, hosts: Mapping[str, str]) -> None:
-        """Map more workload-cluster names to loopback addresses, seen by Traefik at once."""
+        """Map more workload-cluster names to loopback addresses.
+
+        Traefik (Go's resolver) reads /etc/hosts again at most every 5 seconds: until then a
+        new name is asked of DNS (the sandbox's recorder, which refuses it). Names known
+        before `start()` are better given to the constructor.
+        """
         self.sandbox.add_hosts(hosts)
 
     def get(self, host: str, path: str = "/", timeout: float = 10.0) -> tuple[int, str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
 import random
 import socket
 import struct
@@ -180,17 +181,33 @@ class NameSandbox:
         self.recorder.stop()
 
     def add_hosts(self, hosts: Mapping[str, str]) -> None:
-        """Map more names; processes already in the namespace see them (same file, rewritten)."""
+        """Map more names; processes in the namespace see them when they next read the file
+        (glibc at every lookup, Go's resolver at most every 5 seconds).
+
+        The lines are appended to the same file in one write: the bind mount holds this
+        inode (a renamed file would not be seen), and a rewrite would leave a moment in
+        which a resolver reading the file finds it empty and asks DNS instead.
+        """
         _check_loopback(hosts)
-        self.hosts.update(hosts)
-        self._write_hosts()
+        new = {}
+        for name, address in hosts.items():
+            known = self.hosts.get(name)
+            if known is not None and known != address:
+                raise NamesError(f"{name} already maps to {known}, not {address}")
+            if known is None:
+                new[name] = address
+        if not new:
+            return
+        self.hosts.update(new)
+        descriptor = os.open(self.hosts_file, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(descriptor, _host_lines(new).encode())
+        finally:
+            os.close(descriptor)
 
     def _write_hosts(self) -> None:
-        lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
-        lines += [f"{address}\t{name}" for name, address in sorted(self.hosts.items())]
-        # Rewritten in place: the bind mount holds this inode, a rename would not be seen.
-        with self.hosts_file.open("w") as handle:
-            handle.write("\n".join(lines) + "\n")
+        localhost = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+        self.hosts_file.write_text(localhost + _host_lines(self.hosts))
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """`argv` run inside a private mount namespace that sees our hosts and resolv.conf."""
@@ -208,6 +225,10 @@ class NameSandbox:
             str(self.resolv_conf),
             *argv,
         ]
+
+
+def _host_lines(hosts: Mapping[str, str]) -> str:
+    return "".join(f"{address}\t{name}\n" for name, address in sorted(hosts.items()))
 
 
 def _check_loopback(hosts: Mapping[str, str]) -> None:
