@@ -1,173 +1,33 @@
 """The publisher on a real API server with the Gateway API CRDs: routes, backends, status.
 
-The first test follows the guide "Publish a global endpoint" (the service `chat` in
-`prod`-like namespace, `{{ .Name }}.{{ .Namespace }}.global.example.com`, rewriteHostname)
-and checks OME's objects exactly; the others cover a weight change, an all-zero table,
-withdrawal, deletion, ownership and hostname refusals, and our hostname-EndpointSlice
-mode. No capacity poll is configured, so the made-up workload hostnames are never
-resolved.
+The first test follows the guide "Publish a global endpoint" (the service `chat`,
+`{{ .Name }}.{{ .Namespace }}.global.example.com`, rewriteHostname) and checks OME's
+objects exactly; the others cover a weight change, an all-zero table, withdrawal,
+deletion, ownership and hostname refusals, and our hostname-EndpointSlice mode.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
-from controller_harness import ControllerProcess, condition, eventually, get_map, kubectl
-from gatewayapi_crds import install_gateway_api
+from controller_harness import ControllerProcess, condition, eventually, get_map
+from publisher_harness import (
+    GUIDE_PUBLISHED,
+    GUIDE_ROUTE,
+    Scene,
+    gateway_api,
+    labels,
+    scene,
+    values,
+)
 
 from ome_routing.core.publication import backend_service_name
-from ome_routing.devcluster import LocalControlPlane
+
+__all__ = ["gateway_api", "scene"]  # fixtures
 
 pytestmark = pytest.mark.timeout(240)
-
-GUIDE_ROUTE = (
-    "-o",
-    'jsonpath={.spec.hostnames[0]}{" "}{.spec.parentRefs[0].namespace}{"/"}'
-    '{.spec.parentRefs[0].name}{"\\n"}{range .spec.rules[0].backendRefs[*]}'
-    '{.filters[0].urlRewrite.hostname}{" weight="}{.weight}{"\\n"}{end}',
-)
-GUIDE_PUBLISHED = (
-    "-o",
-    'jsonpath={range .status.conditions[?(@.type=="Published")]}{.status}{" "}{.reason}'
-    '{": "}{.message}{"\\n"}{end}',
-)
-
-
-def values(**endpoint: Any) -> dict[str, Any]:
-    block = {
-        "globalGateway": "gateway-system/global",
-        "backendPort": 80,
-        "globalHostTemplate": "{{ .Name }}.{{ .Namespace }}.global.example.com",
-        "gatewayBackend": {"rewriteHostname": True},
-    }
-    block.update(endpoint)
-    return {
-        "ome": {
-            "multicluster": {
-                "enabled": True,
-                "role": "control-plane",
-                "config": {"routing": {"enabled": True}, "endpoint": block},
-            }
-        }
-    }
-
-
-@pytest.fixture(scope="module")
-def gateway_api(control_plane: LocalControlPlane) -> LocalControlPlane:
-    install_gateway_api(control_plane)
-    return control_plane
-
-
-@dataclass
-class Scene:
-    plane: LocalControlPlane
-    kubeconfig: Path
-    workdir: Path
-    namespace: str
-    controllers: list[ControllerProcess]
-
-    async def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        result = await kubectl(self.plane, *args, input=input, check=check)
-        return result.stdout if check else result.stdout + result.stderr
-
-    async def start(self, config: dict[str, Any]) -> ControllerProcess:
-        process = ControllerProcess(
-            self.kubeconfig, config, self.workdir, lease=f"lease-{uuid.uuid4().hex[:8]}"
-        )
-        self.controllers.append(process.start())
-        await process.wait_started()
-        return process
-
-    async def service(
-        self, name: str, ready: dict[str, int], annotations: dict[str, str] | None = None
-    ) -> None:
-        """A routed service placed on `worker-*` homes with these ready replicas."""
-        manifest = {
-            "apiVersion": "ome.io/v1beta1",
-            "kind": "InferenceService",
-            "metadata": {"name": name, "namespace": self.namespace},
-            "spec": {
-                "model": {"name": name},
-                "placement": {"policy": "ClusterAffinity", "mode": "All"},
-                "routing": {},
-            },
-        }
-        if annotations:
-            manifest["metadata"]["annotations"] = annotations  # type: ignore[index]
-        await self.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
-        await self.place(name, ready)
-
-    async def place(self, name: str, ready: dict[str, int]) -> None:
-        candidates = [
-            {
-                "cluster": cluster,
-                "phase": "Admitted",
-                "endpoint": f"http://{name}.{self.namespace}.{cluster}.example.com/",
-                "admittedReplicas": 4,
-                "readyReplicas": count,
-            }
-            for cluster, count in ready.items()
-        ]
-        patch = {"status": {"placement": {"phase": "Placed", "candidates": candidates}}}
-        await self.kubectl(
-            "patch", "inferenceservice", name, "-n", self.namespace,
-            "--subresource=status", "--type=merge", "-p", json.dumps(patch),
-        )  # fmt: skip
-
-    async def get(self, kind: str, name: str) -> dict[str, Any] | None:
-        result = await kubectl(
-            self.plane, "get", kind, name, "-n", self.namespace, "-o", "json", check=False
-        )
-        return json.loads(result.stdout) if result.returncode == 0 else None
-
-    async def published(self, name: str, reason: str = "Published") -> dict[str, Any]:
-        async def seen() -> dict[str, Any] | None:
-            tmap = await get_map(self.plane, name, self.namespace)
-            conditions = (tmap or {}).get("status", {}).get("conditions", [])
-            found = [c for c in conditions if c["type"] == "Published"]
-            return tmap if found and found[0]["reason"] == reason else None
-
-        return await eventually(seen, what=f"Published {reason}")
-
-    async def weights(self, name: str, expected: list[int]) -> dict[str, Any]:
-        async def seen() -> dict[str, Any] | None:
-            route = await self.get("httproute", f"{name}-global")
-            if route is None:
-                return None
-            refs = route["spec"]["rules"][0]["backendRefs"]
-            return route if [r["weight"] for r in refs] == expected else None
-
-        return await eventually(seen, what=f"route weights {expected}")
-
-
-@pytest.fixture
-async def scene(
-    gateway_api: LocalControlPlane, kubeconfig: Path, tmp_path: Path, namespace: str
-) -> AsyncIterator[Scene]:
-    scene = Scene(gateway_api, kubeconfig, tmp_path, namespace, [])
-    try:
-        yield scene
-    finally:
-        for process in scene.controllers:
-            await process.stop()
-
-
-def labels(namespace: str, name: str, cluster: str | None = None) -> dict[str, str]:
-    found = {
-        "ome.io/managed-by": "placement-endpoint",
-        "ome.io/placement-endpoint-isvc": name,
-        "ome.io/placement-endpoint-isvc-namespace": namespace,
-    }
-    if cluster:
-        found["ome.io/placement-cluster"] = cluster
-    return found
 
 
 async def test_the_guide_publishes_a_route_and_externalname_services(scene: Scene) -> None:
@@ -388,3 +248,32 @@ async def test_hostname_endpointslice_mode_writes_selectorless_services_and_fqdn
     gone = backend_service_name(ns, "chat", "worker-b")
     assert await scene.get("endpointslice", f"{gone}-fqdn") is None
     assert await scene.get("service", gone) is None
+
+
+async def test_with_routing_off_the_publisher_still_cleans_up_a_deleted_map(scene: Scene) -> None:
+    """OME's publisher is inactive while routing is off: it only finalizes deleted maps."""
+    await scene.service("chat", {"worker-a": 1})
+    process = await scene.start(values())
+    await scene.published("chat")
+    await process.stop()
+    off = values()
+    off["ome"]["multicluster"]["config"]["routing"]["enabled"] = False
+    inactive = ControllerProcess(
+        scene.kubeconfig, off, scene.workdir, lease=f"off-{uuid.uuid4().hex[:6]}"
+    )
+    scene.controllers.append(inactive.start())
+
+    async def started() -> bool:
+        return "TrafficMap publisher started" in inactive.log
+
+    await eventually(started, what="the inactive publisher to start")
+    tmap = await get_map(scene.plane, "chat", scene.namespace)
+    assert condition(tmap, "Published")["reason"] == "Published"  # not withdrawn by an inactive one
+
+    await scene.kubectl("delete", "trafficmap", "chat", "-n", scene.namespace, "--wait=false")
+
+    async def gone() -> bool:
+        return await get_map(scene.plane, "chat", scene.namespace) is None
+
+    await eventually(gone, what="the TrafficMap's finalizer to be removed")
+    assert await scene.get("httproute", "chat-global") is None

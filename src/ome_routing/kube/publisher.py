@@ -10,15 +10,15 @@ writes):
 2. The owner: the map's controller is its InferenceService (same name and UID),
    `spec.service`, `status.sourceUID` and `spec.observedISVCGeneration` agree with it,
    and the routing controller has not frozen the map; else `InvalidOwner`.
+   With routing off (the publisher is then inactive, as OME's) nothing else is done.
 3. A service that is deleting or no longer routed: its objects are withdrawn,
    `Unpublished`.
 4. Per-service publisher options: `InvalidOptions`. The plan: `InvalidPlan`.
 5. The finalizer and the claim (`status.publisher.claimedTargets`) are written before
    any object, so a map deleted at any point leaves nothing behind.
-6. Stale claims (a changed `routeNamespace`) are drained to weight 0 and kept until the
-   map is deleted.
-7. Preflight (`ClaimRejected`), then the apply (`ApplyFailed`), or the withdrawal when
-   no gateway, port or host is set (`Withdrawn`).
+6. Preflight (`ClaimRejected`); then stale claims (a changed `routeNamespace`) are
+   drained to weight 0 (`DrainFailed`) and kept until the map is deleted; then the apply
+   (`ApplyFailed`), or the withdrawal when no gateway, port or host is set (`Withdrawn`).
 
 A terminal failure (owner, options, plan, a foreign object or hostname) is recorded
 and waits for a change or the resync (`routing.publisher.resyncInterval`); a transient
@@ -66,6 +66,7 @@ from ome_routing.core.publication_status import (
     publisher_status,
 )
 from ome_routing.kube import reconcile
+from ome_routing.kube.controller import WRITE_GRACE_SECONDS, _finish_when_cancelled
 from ome_routing.kube.publishing import FIELD_MANAGER, PublishError, Publishing
 from ome_routing.kube.resources import API_VERSION, InferenceService, TrafficMap
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
@@ -128,13 +129,12 @@ def _options(isvc: RawObject) -> list[str]:
 
 
 def _withdrawn(tmap: RawObject, plan: Publication) -> bool:
-    """Whether the map records a completed withdrawal of this plan at its generation."""
+    """Whether the map records a completed withdrawal of this plan (at any generation)."""
     status = tmap.get("status") or {}
     published = [c for c in status.get("conditions") or [] if c.get("type") == "Published"]
     return (
         bool(published)
         and published[0].get("reason") == Reason.WITHDRAWN
-        and status.get("observedTrafficMapGeneration") == _meta(tmap).get("generation")
         and claims_of(status) == [plan.claim]
         and FINALIZER in (_meta(tmap).get("finalizers") or [])
     )
@@ -187,6 +187,8 @@ class Publisher:
         self._queue.add(key)
 
     async def _resync(self) -> None:
+        if not self._config.routing_active:
+            return  # an inactive publisher does not resync
         interval = max(self._config.resync_interval.nanoseconds / 1e9, 1.0)
         while True:
             await asyncio.sleep(interval)
@@ -198,7 +200,8 @@ class Publisher:
         while True:
             key = await self._queue.get()
             try:
-                await self.reconcile(key)
+                # a stopping worker finishes the reconcile it is in, as the routing one does
+                await _finish_when_cancelled(self._reconciled(key), WRITE_GRACE_SECONDS)
                 self._retries.pop(key, None)
             except asyncio.CancelledError:
                 raise
@@ -215,6 +218,10 @@ class Publisher:
 
     # --- one map ----------------------------------------------------------------------
 
+    async def _reconciled(self, key: ObjectKey) -> str:
+        await self.reconcile(key)
+        return "ok"
+
     async def reconcile(self, key: ObjectKey) -> None:
         assert self._maps is not None and self._isvcs is not None
         tmap = self._maps.cache.get(key)
@@ -225,7 +232,11 @@ class Publisher:
         if _meta(tmap).get("deletionTimestamp"):
             await self._finalize(key, tmap, source_key)
             return
+        if not self._config.routing_active:
+            return  # inactive (routing off): OME's publisher only finalizes
         isvc = self._isvcs.cache.get(key)
+        if not (tmap.get("status") or {}).get("sourceUID") and isvc is not None:
+            return  # a new map: the routing controller's first status write comes next
         problem = owner_problem(tmap, isvc, self._config)
         if problem is not None:
             await self._fail(key, tmap, Reason.INVALID_OWNER, problem, terminal=True)
@@ -250,14 +261,19 @@ class Publisher:
             await self._fail(key, tmap, Reason.INVALID_PLAN, str(err), terminal=True)
             return
         if not plan.publish and _withdrawn(tmap, plan):
-            return  # done for this generation; nothing of ours can have come back
+            # nothing of ours can have come back: only the generation is recorded anew
+            await self._status(
+                key, tmap, WITHDRAWN, gateway_ref=None, published=False, observed=True
+            )
+            return
         tmap = await self._claim(key, tmap, plan)
         try:
-            await self._drain_stale(tmap, plan, source_key)
             if plan.publish:
                 await self._io.preflight(plan, source_key)
+                await self._drain_stale(tmap, plan, source_key)
                 await self._io.apply(plan, source_key)
             else:
+                await self._drain_stale(tmap, plan, source_key)
                 await self._io.withdraw_route(plan.route_namespace, plan.route_name, source_key)
                 await self._io.delete_source_objects(plan.route_namespace, source_key)
         except PublishError as err:

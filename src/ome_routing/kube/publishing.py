@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import httpx2
 from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import create_namespaced_resource
 
@@ -68,6 +69,13 @@ class PublishError(Exception):
         self.terminal = terminal
 
 
+def _not_found(err: Exception) -> bool:
+    """A 404: the API server answers an unknown kind with a plain page, not a Status."""
+    if isinstance(err, ApiError):
+        return err.status.code == 404
+    return isinstance(err, httpx2.HTTPStatusError) and err.response.status_code == 404
+
+
 def _raw(obj: Any) -> Raw:
     return dict(obj.to_dict()) if hasattr(obj, "to_dict") else dict(obj)
 
@@ -90,20 +98,26 @@ class Publishing:
     # --- reads ------------------------------------------------------------------------
 
     async def _get(self, resource: Any, namespace: str, name: str) -> Raw | None:
+        """The object, or None when it (or its whole kind: no CRD) is not there."""
         try:
             return _raw(await self._client.get(resource, name, namespace=namespace))
-        except ApiError as err:
-            if err.status.code == 404:
+        except (ApiError, httpx2.HTTPStatusError) as err:
+            if _not_found(err):
                 return None
             raise
 
     async def _list(
         self, resource: Any, namespace: str, labels: Mapping[str, str] | None = None
     ) -> AsyncIterator[Raw]:
-        async for obj in self._client.list(
-            resource, namespace=namespace, labels=dict(labels) if labels else None
-        ):
-            yield _raw(obj)
+        """The objects; none when their kind is not served (no CRD)."""
+        try:
+            async for obj in self._client.list(
+                resource, namespace=namespace, labels=dict(labels) if labels else None
+            ):
+                yield _raw(obj)
+        except (ApiError, httpx2.HTTPStatusError) as err:
+            if not _not_found(err):
+                raise
 
     # --- preflight --------------------------------------------------------------------
 
@@ -172,8 +186,15 @@ class Publishing:
 
     # --- apply ------------------------------------------------------------------------
 
-    async def _ensure(self, resource: Any, kind: str, body: Raw, compare: tuple[str, ...]) -> None:
-        """Create the object, or replace it where a compared part differs; else no write."""
+    async def _ensure(
+        self, resource: Any, kind: str, body: Raw, compare: tuple[str, ...], *, exact: bool = True
+    ) -> None:
+        """Create the object, or replace it where a compared part differs; else no write.
+
+        The API server stores routes, slices and policies as written; a Service gains
+        assigned fields (its ClusterIP), so it is compared on what the body says (`exact`
+        False).
+        """
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         try:
@@ -184,7 +205,10 @@ class Publishing:
                 return
             old_meta = existing.get("metadata") or {}
             same = (old_meta.get("labels") or {}) == meta["labels"] and all(
-                _subset(body.get(part), existing.get(part)) for part in compare
+                body.get(part) == existing.get(part)
+                if exact
+                else _subset(body.get(part), existing.get(part))
+                for part in compare
             )
             if same:
                 return
@@ -211,9 +235,8 @@ class Publishing:
         """Services, then slices and policies, then the route, then the pruning."""
         config = self._config
         for backend in sorted(plan.backends, key=lambda b: b.service):
-            await self._ensure(
-                Service, "Service", service_body(config, plan, source, backend), ("spec",)
-            )
+            body = service_body(config, plan, source, backend)
+            await self._ensure(Service, "Service", body, ("spec",), exact=False)
         for backend in plan.backends:
             if config.hostname_endpoint_slices:
                 body = endpoint_slice_body(config, plan, source, backend)
@@ -248,8 +271,6 @@ class Publishing:
         try:
             owned = [obj async for obj in self._list(resource, namespace, selector)]
         except ApiError as err:
-            if err.status.code == 404 and resource is BackendTLSPolicy:
-                return  # no BackendTLSPolicy CRD: there is none to delete
             raise PublishError(
                 Reason.APPLY_FAILED,
                 f"list global {kind}s for {source[0]}/{source[1]}: {_api(err)}",
