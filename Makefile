@@ -26,9 +26,12 @@ image: $(STAMP)
 	$(BIN)/ome-routing dev image --source .
 
 ## demo: capacity polling end to end on a local control plane, checked against the specification,
-## then real requests through the published gateway (Traefik, built by `tools`; as root)
+## then real requests through the published gateway (Traefik, built by `tools`). The gateway runs
+## in a private mount namespace, which needs root; as another user the demo runs without it.
 demo: tools
-	$(BIN)/ome-routing demo --traffic
+	@if [ "$$(id -u)" = 0 ]; then $(BIN)/ome-routing demo --traffic; \
+	else echo "make demo: not root, so no gateway traffic (it needs a private mount namespace)"; \
+	  $(BIN)/ome-routing demo; fi
 
 ## check: lint, format, types and layer contracts
 check: $(STAMP)
