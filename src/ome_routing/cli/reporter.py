@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from aiohttp import web
 
+from ome_routing.cli.reporter_kubernetes import kubernetes_options, run_kubernetes
 from ome_routing.reporter.server import CountSource, FileCount, StaticCount, make_app
 
 
@@ -24,10 +26,26 @@ from ome_routing.reporter.server import CountSource, FileCount, StaticCount, mak
 @click.option(
     "--path", "path", default="/capacity", show_default=True, help="Path that answers polls."
 )
+@kubernetes_options
 def reporter(
-    servable: int | None, servable_file: Path | None, host: str, port: int, path: str
+    servable: int | None,
+    servable_file: Path | None,
+    host: str,
+    port: int,
+    path: str,
+    **options: Any,
 ) -> None:
-    """Serve capacity reports in the Report format for one home."""
+    """Serve capacity reports in the Report format for one home.
+
+    With --kubernetes, serve every InferenceService of this cluster, counted from its API.
+    """
+    if not path.startswith("/"):
+        raise click.BadParameter(f"{path!r} must start with /", param_hint="--path")
+    if options["kubernetes"]:
+        if servable is not None or servable_file is not None:
+            raise click.UsageError("--kubernetes takes neither --servable nor --servable-file")
+        run_kubernetes(host, port, path, options)
+        return
     source: CountSource
     if servable is not None and servable_file is None:
         source = StaticCount(servable)
