@@ -21,7 +21,13 @@ _PACKAGE_REPO = Path(__file__).resolve().parents[3]
     help="Keep the control plane, reporters and controller running until Ctrl-C, "
     "and print how to reach them with kubectl.",
 )
-def demo(keep: bool) -> None:
+@click.option(
+    "--kubernetes-reporter",
+    is_flag=True,
+    help="Count each home's replicas from Pod objects with `reporter --kubernetes`, "
+    "instead of fixed counts.",
+)
+def demo(keep: bool, kubernetes_reporter: bool) -> None:
     """Run capacity polling end to end on a local control plane, and check the outputs.
 
     Starts etcd and kube-apiserver on 127.0.0.1 (the first run builds them), registers the
@@ -36,7 +42,7 @@ def demo(keep: bool) -> None:
     """
     try:
         repo = find_repo([Path.cwd(), _PACKAGE_REPO])
-        ok = run_demo(DemoOptions(repo=repo, keep=keep))
+        ok = run_demo(DemoOptions(repo=repo, keep=keep, kubernetes_reporter=kubernetes_reporter))
     except (DemoError, ControlPlaneError, ToolsError, PkiError) as err:
         raise click.ClickException(str(err)) from None
     except KeyboardInterrupt:
