@@ -38,14 +38,30 @@ def a_reporter(health: bool = False) -> tuple[KubernetesReporter, Clock]:
 
 
 def listed(reporter: KubernetesReporter, isvcs: list[Any], pods: list[Any]) -> None:
-    """Both informers listed these objects and are watching."""
+    """Both informers listed these objects, told the reporter, and are watching."""
     view = reporter.view
-    view.isvcs.cache = {("qwen3-0-6b", i["metadata"]["name"]): isvc_fields(i) for i in isvcs}
-    view.pods.cache = {("qwen3-0-6b", p["metadata"]["name"]): pod_fields(p) for p in pods}
+    for isvc in isvcs:
+        kept = isvc_fields(isvc)
+        key = (kept["metadata"]["namespace"], kept["metadata"]["name"])
+        view.isvcs.cache[key] = kept
+        reporter._isvc_changed(key, None, kept)
+    for pod in pods:
+        kept = pod_fields(pod)
+        key = (kept["metadata"]["namespace"], kept["metadata"]["name"])
+        view.pods.cache[key] = kept
+        reporter._pod_changed(key, None, kept)
     for informer in (view.pods, view.isvcs):
         informer.synced.set()
         informer.live = True
-    reporter._changed(("", ""), None, None)
+
+
+def deleted(reporter: KubernetesReporter, kind: str, name: str) -> None:
+    """The informer of `kind` saw `name` deleted."""
+    key = ("qwen3-0-6b", name)
+    if kind == "pod":
+        reporter._pod_changed(key, reporter.view.pods.cache.pop(key), None)
+    else:
+        reporter._isvc_changed(key, reporter.view.isvcs.cache.pop(key), None)
 
 
 def body(reporter: KubernetesReporter) -> tuple[int, Any]:
@@ -68,6 +84,16 @@ def test_a_service_it_does_not_know_is_404() -> None:
     assert reporter.answer(*POLL).status == 404
 
 
+def test_a_pod_event_changes_the_count() -> None:
+    reporter, _ = a_reporter()
+    listed(reporter, [an_isvc()], [a_pod("a").build(), a_pod("b").build()])
+    assert body(reporter)[1].servable == 2
+    listed(reporter, [], [a_pod("b").not_ready().build()])
+    assert body(reporter)[1].servable == 1
+    deleted(reporter, "pod", "a")
+    assert body(reporter)[1].servable == 0
+
+
 def test_a_live_view_gives_the_count_stamped_now() -> None:
     reporter, clock = a_reporter()
     listed(reporter, [an_isvc()], [a_pod("a").build(), a_pod("b").not_ready().build()])
@@ -84,8 +110,7 @@ def test_a_broken_watch_keeps_the_last_count_and_its_stamp() -> None:
     assert body(reporter)[1].servable == 2
     reporter.view.pods.live = False
     # what the cache says after the break is not served: it was never seen live
-    reporter.view.pods.cache.popitem()
-    reporter._changed(("", ""), None, None)
+    deleted(reporter, "pod", "b")
     clock.now = T0 + timedelta(seconds=40)
     status, reading = body(reporter)
     assert (status, reading.servable, reading.observed_at) == (200, 2, T0)
@@ -111,7 +136,7 @@ def test_with_health_checks_a_service_is_503_until_the_first_round() -> None:
     assert reporter.health is not None
     reporter.health.results = {"uid-a": True, "uid-b": False}
     reporter.health.round_started_at = T0 - timedelta(seconds=1)
-    reporter._dirty()
+    reporter._health_changed()
     clock.now = T0 + timedelta(seconds=1)
     status, reading = body(reporter)
     assert (status, reading.servable, reading.observed_at) == (200, 1, T0 - timedelta(seconds=1))
@@ -128,9 +153,8 @@ def test_a_deleted_service_loses_its_count_and_metrics() -> None:
     reporter, _ = a_reporter()
     listed(reporter, [an_isvc()], [a_pod("a").build()])
     assert body(reporter)[0] == 200
-    listed(reporter, [], [a_pod("a").build()])
+    deleted(reporter, "isvc", "qwen3-0-6b")
     assert reporter.answer(*POLL).status == 404
-    reporter.figures()
     assert reporter.counts == {}
     assert "qwen3-0-6b" not in reporter.metrics.exposition().decode()
 

@@ -7,14 +7,11 @@ from reporter_builders import a_pod, an_isvc
 
 from ome_routing.reporter.counting import (
     Component,
-    count_services,
     has_decoder,
     health_targets,
     pod_view,
     servable,
 )
-
-KEY = ("qwen3-0-6b", "qwen3-0-6b")
 
 
 def views(*builders):  # type: ignore[no-untyped-def]
@@ -25,24 +22,24 @@ def views(*builders):  # type: ignore[no-untyped-def]
 
 class TestWhichPodsCount:
     def test_ready_pods_count(self) -> None:
-        assert servable(views(a_pod("a"), a_pod("b")), decoder=False, health=None) == 2
+        assert servable(views(a_pod("a"), a_pod("b")), declared_decoder=False, health=None) == 2
 
     def test_a_pod_that_is_not_ready_does_not_count(self) -> None:
         pods = views(a_pod("a"), a_pod("b").not_ready())
-        assert servable(pods, decoder=False, health=None) == 1
+        assert servable(pods, declared_decoder=False, health=None) == 1
 
     def test_a_terminating_pod_does_not_count_even_while_ready(self) -> None:
         pods = views(a_pod("a"), a_pod("b").terminating())
-        assert servable(pods, decoder=False, health=None) == 1
+        assert servable(pods, declared_decoder=False, health=None) == 1
 
     def test_a_pod_without_a_ready_condition_does_not_count(self) -> None:
         raw = a_pod("a").build()
         raw["status"]["conditions"] = []
-        assert servable(views_raw(raw), decoder=False, health=None) == 0
+        assert servable(views_raw(raw), declared_decoder=False, health=None) == 0
 
     def test_router_pods_add_no_replicas(self) -> None:
         pods = views(a_pod("a"), a_pod("r").router())
-        assert servable(pods, decoder=False, health=None) == 1
+        assert servable(pods, declared_decoder=False, health=None) == 1
 
     def test_a_pod_without_the_service_label_is_no_replica(self) -> None:
         raw = a_pod("a").build()
@@ -53,7 +50,7 @@ class TestWhichPodsCount:
         leader = a_pod("l").with_labels(**{"ome.io/runner": "leader"}).build()
         worker = a_pod("w").with_labels(**{"ome.io/runner": "worker"}).build()
         assert pod_view(worker, 8080) is None
-        assert servable(views_raw(leader), decoder=False, health=None) == 1
+        assert servable(views_raw(leader), declared_decoder=False, health=None) == 1
 
     def test_a_pod_without_a_component_label_is_an_engine(self) -> None:
         view = pod_view(a_pod("a", component=None).build(), 8080)
@@ -71,14 +68,14 @@ class TestHealthResults:
     def test_with_health_checks_only_pods_that_passed_count(self) -> None:
         pods = views(a_pod("a"), a_pod("b"), a_pod("c"))
         health = {"uid-a": True, "uid-b": False}
-        assert servable(pods, decoder=False, health=health) == 1
+        assert servable(pods, declared_decoder=False, health=health) == 1
 
     def test_a_pod_not_checked_yet_does_not_count(self) -> None:
-        assert servable(views(a_pod("a")), decoder=False, health={}) == 0
+        assert servable(views(a_pod("a")), declared_decoder=False, health={}) == 0
 
     def test_a_passed_check_does_not_make_an_unready_pod_count(self) -> None:
         pods = views(a_pod("a").not_ready())
-        assert servable(pods, decoder=False, health={"uid-a": True}) == 0
+        assert servable(pods, declared_decoder=False, health={"uid-a": True}) == 0
 
     def test_only_ready_pods_with_an_address_are_checked(self) -> None:
         pods = views(
@@ -109,34 +106,24 @@ class TestEngineDecoderPairs:
             *(a_pod(f"e{i}") for i in range(engines)),
             *(a_pod(f"d{i}").decoder() for i in range(decoders)),
         )
-        assert servable(pods, decoder=True, health=None) == pairs
+        assert servable(pods, declared_decoder=True, health=None) == pairs
 
     def test_pairs_count_healthy_pods_only(self) -> None:
         pods = views(a_pod("e1"), a_pod("e2"), a_pod("d1").decoder(), a_pod("d2").decoder())
         health = {"uid-e1": True, "uid-e2": True, "uid-d1": True, "uid-d2": False}
-        assert servable(pods, decoder=True, health=health) == 1
+        assert servable(pods, declared_decoder=True, health=health) == 1
 
     def test_a_declared_decoder_with_no_pods_gives_zero(self) -> None:
-        counts = count_services([KEY], [KEY], views(a_pod("e1")), None)
-        assert counts == {KEY: 0}
+        assert servable(views(a_pod("e1")), declared_decoder=True, health=None) == 0
 
     def test_decoder_pods_make_pairs_even_when_the_spec_does_not_say(self) -> None:
         pods = views(a_pod("e1"), a_pod("e2"), a_pod("d1").decoder())
-        assert count_services([KEY], [], pods, None) == {KEY: 1}
+        assert servable(pods, declared_decoder=False, health=None) == 1
+
+    def test_a_decoder_pod_that_is_not_ready_still_makes_pairs(self) -> None:
+        pods = views(a_pod("e1"), a_pod("d1").decoder().not_ready())
+        assert servable(pods, declared_decoder=False, health=None) == 0
 
     def test_the_spec_says_whether_a_service_has_a_decoder(self) -> None:
         assert has_decoder(an_isvc(decoder=True))
         assert not has_decoder(an_isvc())
-
-
-class TestServices:
-    def test_each_service_counts_its_own_pods_in_its_own_namespace(self) -> None:
-        other = ("other", "qwen3-0-6b")
-        pods = views(a_pod("a"), a_pod("b", namespace="other"), a_pod("c", namespace="other"))
-        assert count_services([KEY, other], [], pods, None) == {KEY: 1, other: 2}
-
-    def test_a_known_service_without_pods_counts_zero(self) -> None:
-        assert count_services([KEY], [], [], None) == {KEY: 0}
-
-    def test_pods_of_an_unknown_service_are_ignored(self) -> None:
-        assert count_services([], [], views(a_pod("a")), None) == {}

@@ -131,14 +131,17 @@ def serving(pod: PodView, health: HealthResults | None) -> bool:
     return health is None or health.get(pod.uid, False)
 
 
-def servable(pods: Iterable[PodView], decoder: bool, health: HealthResults | None) -> int:
+def servable(pods: Iterable[PodView], declared_decoder: bool, health: HealthResults | None) -> int:
     """The count a service reports: its serving engines, or its engine/decoder pairs.
 
-    `decoder` says whether the service has a decoder component (from its spec, or because
-    decoder pods exist); `health` is None when health checks are off.
+    The service has pairs when its spec declares a decoder (`declared_decoder`) or when
+    any of its pods is a decoder; `health` is None when health checks are off.
     """
     engines = decoders = 0
+    decoder = declared_decoder
     for pod in pods:
+        if pod.component is Component.DECODER:
+            decoder = True
         if not serving(pod, health):
             continue
         if pod.component is Component.ENGINE:
@@ -146,25 +149,6 @@ def servable(pods: Iterable[PodView], decoder: bool, health: HealthResults | Non
         elif pod.component is Component.DECODER:
             decoders += 1
     return min(engines, decoders) if decoder else engines
-
-
-def count_services(
-    services: Iterable[ServiceKey],
-    decoders: Iterable[ServiceKey],
-    pods: Iterable[PodView],
-    health: HealthResults | None,
-) -> dict[ServiceKey, int]:
-    """The count of every known service; pods of unknown services are ignored."""
-    by_service: dict[ServiceKey, list[PodView]] = {key: [] for key in services}
-    with_decoder = set(decoders)
-    for pod in pods:
-        group = by_service.get(pod.service_key)
-        if group is None:
-            continue
-        group.append(pod)
-        if pod.component is Component.DECODER:
-            with_decoder.add(pod.service_key)
-    return {key: servable(group, key in with_decoder, health) for key, group in by_service.items()}
 
 
 def health_targets(pods: Iterable[PodView]) -> dict[str, str]:

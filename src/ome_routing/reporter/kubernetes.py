@@ -31,10 +31,10 @@ from ome_routing.kube.watching import ObjectKey, RawObject
 from ome_routing.reporter.counting import (
     PodView,
     ServiceKey,
-    count_services,
     has_decoder,
     health_targets,
     pod_view,
+    servable,
 )
 from ome_routing.reporter.healthchecks import HealthChecks
 from ome_routing.reporter.reportmetrics import ReporterMetrics
@@ -77,7 +77,7 @@ class KubernetesReporter:
         self.poll_path = poll_path
         self._clock = clock
         self._default_port = default_port
-        self.view = ClusterView(client, self._changed)
+        self.view = ClusterView(client, self._pod_changed, self._isvc_changed)
         #: the count each service is served with
         self.counts: dict[ServiceKey, Count] = {}
         self.metrics = ReporterMetrics(lambda: self.counts, clock)
@@ -90,39 +90,59 @@ class KubernetesReporter:
                 concurrency=health.concurrency,
                 clock=clock,
                 on_result=self.metrics.checked,
-                on_round=self._dirty,
+                on_round=self._health_changed,
             )
-        self._figures: dict[ServiceKey, int] | None = None
+        #: each service's pods, kept up to date event by event
+        self._pods: dict[ServiceKey, dict[ObjectKey, PodView]] = {}
+        #: each service's figure, worked out again only when its inputs changed
+        self._figures: dict[ServiceKey, int] = {}
+        self._stale: set[ServiceKey] = set()
         self._index: ServiceIndex | None = None
 
     # -- the view and the figures ------------------------------------------------------------
 
-    def _changed(self, _: ObjectKey, __: RawObject | None, ___: RawObject | None) -> None:
-        self._figures = None
-        self._index = None
+    def _pod_changed(self, key: ObjectKey, old: RawObject | None, new: RawObject | None) -> None:
+        if old is not None:
+            gone = pod_view(old, self._default_port)
+            if gone is not None:
+                pods = self._pods.get(gone.service_key, {})
+                pods.pop(key, None)
+                if not pods:
+                    self._pods.pop(gone.service_key, None)
+                self._stale.add(gone.service_key)
+        if new is not None:
+            view = pod_view(new, self._default_port)
+            if view is not None:
+                self._pods.setdefault(view.service_key, {})[key] = view
+                self._stale.add(view.service_key)
 
-    def _dirty(self) -> None:
-        self._figures = None
+    def _isvc_changed(self, key: ObjectKey, _: RawObject | None, new: RawObject | None) -> None:
+        self._index = None
+        self._stale.add(key)
+        if new is None and key in self.counts:
+            del self.counts[key]
+            self.metrics.forget(key)
+
+    def _health_changed(self) -> None:
+        """A health round completed: every figure may have changed."""
+        self._figures.clear()
 
     def index(self) -> ServiceIndex:
         if self._index is None:
             self._index = ServiceIndex.of(self.view.isvcs.cache.values())
         return self._index
 
-    def pods(self) -> list[PodView]:
-        views = (pod_view(raw, self._default_port) for raw in self.view.pods.cache.values())
-        return [view for view in views if view is not None]
-
-    def figures(self) -> dict[ServiceKey, int]:
-        """Each known service's count from the current caches and health results."""
-        if self._figures is None:
-            decoders = [key for key, isvc in self.view.isvcs.cache.items() if has_decoder(isvc)]
+    def figure(self, key: ServiceKey) -> int | None:
+        """The service's count from the current caches and health results; None if unknown."""
+        isvc = self.view.isvcs.cache.get(key)
+        if isvc is None:
+            return None
+        if key in self._stale or key not in self._figures:
             health = self.health.results if self.health is not None else None
-            self._figures = count_services(self.index().keys, decoders, self.pods(), health)
-            for gone in self.counts.keys() - self._figures.keys():
-                del self.counts[gone]
-                self.metrics.forget(gone)
-        return self._figures
+            pods = self._pods.get(key, {}).values()
+            self._figures[key] = servable(pods, has_decoder(isvc), health)
+            self._stale.discard(key)
+        return self._figures[key]
 
     def freshness(self) -> Freshness:
         health = self.health
@@ -136,7 +156,7 @@ class KubernetesReporter:
         """The count to serve for `key`: refreshed when its inputs are live, else the last."""
         observed_at = stamp(self.freshness(), self._clock())
         if observed_at is not None:
-            figure = self.figures().get(key)
+            figure = self.figure(key)
             if figure is None:
                 return None
             counted = refresh(self.counts.get(key), figure, observed_at)
@@ -145,7 +165,9 @@ class KubernetesReporter:
         return self.counts.get(key)
 
     def health_targets(self) -> dict[str, str] | None:
-        return health_targets(self.pods()) if self.view.live else None
+        if not self.view.live:
+            return None
+        return health_targets(pod for pods in self._pods.values() for pod in pods.values())
 
     # -- HTTP ------------------------------------------------------------------------------
 

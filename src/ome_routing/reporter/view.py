@@ -103,16 +103,16 @@ class _LabelledPods:
 class ClusterView:
     """The pods and InferenceServices of one workload cluster, kept by two informers."""
 
-    def __init__(self, client: AsyncClient, on_event: OnEvent) -> None:
+    def __init__(self, client: AsyncClient, on_pod: OnEvent, on_isvc: OnEvent) -> None:
         self.pods = LiveInformer(
             cast(AsyncClient, _LabelledPods(client)),
             Pod,
-            on_event,
+            on_pod,
             namespaced=True,
             transform=pod_fields,
         )
         self.isvcs = LiveInformer(
-            client, InferenceService, on_event, namespaced=True, transform=isvc_fields
+            client, InferenceService, on_isvc, namespaced=True, transform=isvc_fields
         )
 
     @property
