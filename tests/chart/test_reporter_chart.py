@@ -66,6 +66,7 @@ class TestDeployment:
             "--host=0.0.0.0",
             "--port=8080",
             "--path=/capacity",
+            "--watch-idle-timeout=30s",
         ]
 
     def test_it_runs_as_non_root_with_a_read_only_root_filesystem(
@@ -82,7 +83,7 @@ class TestDeployment:
     def test_health_values_become_the_reporters_flags(self, helm: Path, tmp_path: Path) -> None:
         health = {"health": {"path": "/health", "timeout": "500ms", "period": "2s"}}
         args = container(render(helm, tmp_path, health))["args"]
-        assert args[4:] == [
+        assert args[5:] == [
             "--health-path=/health",
             "--health-timeout=500ms",
             "--health-period=2s",

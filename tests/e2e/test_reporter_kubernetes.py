@@ -7,6 +7,8 @@ controller polls the reporter, and its ceiling follows the pods.
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -214,3 +216,45 @@ async def test_a_reporter_whose_watch_is_cut_lets_the_controller_drop_the_ceilin
 
     faults.restart(workload_plane, "kube-apiserver")
     await until_reported(control_plane, namespace, 2)
+
+
+async def test_a_watch_on_a_hung_api_server_is_found_idle_and_the_ceiling_drops(
+    control_plane: LocalControlPlane,
+    kubeconfig: Path,
+    namespace: str,
+    tmp_path: Path,
+    workload_plane: LocalControlPlane,
+    model_servers: list[ModelServer],
+    cleanup: list[Any],
+) -> None:
+    """SIGSTOP keeps the watch's connection open but silent, as a network partition does."""
+    manifest = isvc_manifest(SERVICE, namespace, FAST_POLL)
+    await kubectl(control_plane, "apply", "-f", "-", input=manifest)
+    await kubectl(workload_plane, "create", "namespace", namespace)
+    await kubectl(workload_plane, "apply", "-f", "-", input=isvc_manifest(SERVICE, namespace))
+    await add_pod(workload_plane, "engine-0", namespace, SERVICE, model_servers[0].port)
+    reporter = await ReporterProcess(
+        workload_plane.kubeconfig, tmp_path, "--watch-idle-timeout", "2s"
+    ).start()
+    cleanup.append(reporter)
+    endpoint = f"{reporter.url}/{namespace}/{SERVICE}/"
+    await place(control_plane, SERVICE, namespace, {"worker-a": endpoint}, admitted=3, ready=3)
+    controller = ControllerProcess(kubeconfig, ROUTING_ON, tmp_path, lease="reporter-hung").start()
+    cleanup.append(controller)
+    await controller.wait_started()
+    await until_reported(control_plane, namespace, 1)
+
+    apiserver = workload_plane.pids["kube-apiserver"]
+    os.kill(apiserver, signal.SIGSTOP)
+    try:
+
+        async def dropped() -> Any:
+            tmap = await get_map(control_plane, SERVICE, namespace)
+            capacity = entry(tmap, "worker-a")["capacity"]
+            return capacity if "reported" not in capacity else None
+
+        capacity = await eventually(dropped, 20.0, "the ceiling to drop")
+        assert capacity["fallbackReason"].startswith("capacity report is stale")
+    finally:
+        os.kill(apiserver, signal.SIGCONT)
+    await until_reported(control_plane, namespace, 1)

@@ -62,6 +62,14 @@ _OPTIONS = (
         "(runtime.ome.io/probe-port, else its first container port).",
     ),
     click.option(
+        "--watch-idle-timeout",
+        type=DurationParam(positive=True),
+        default="30s",
+        show_default=True,
+        help="With --kubernetes: list again when a watch brings nothing for this long, "
+        "in case its connection died silently; counts are not re-stamped meanwhile.",
+    ),
+    click.option(
         "--health-concurrency",
         type=click.IntRange(min=1),
         default=16,
@@ -112,8 +120,13 @@ def run_kubernetes(host: str, port: int, path: str, options: dict[str, Any]) -> 
             client = _client(options["kubeconfig"], options["context"])
         except Exception as err:  # no kubeconfig and no in-cluster credentials
             raise click.ClickException(f"connect to the API server: {err}") from None
+        idle: Duration = options["watch_idle_timeout"]
         reporter = KubernetesReporter(
-            client, poll_path=path, health=health, default_port=options["health_port"]
+            client,
+            poll_path=path,
+            health=health,
+            default_port=options["health_port"],
+            watch_idle_timeout=idle.seconds,
         )
         try:
             await serve(reporter, host, port)

@@ -70,6 +70,7 @@ class KubernetesReporter:
         poll_path: str = "/capacity",
         health: HealthSettings | None = None,
         default_port: int = 8080,
+        watch_idle_timeout: float = 30.0,
         clock: Callable[[], datetime] = _wall_clock,
     ) -> None:
         if not poll_path.startswith("/"):
@@ -77,7 +78,9 @@ class KubernetesReporter:
         self.poll_path = poll_path
         self._clock = clock
         self._default_port = default_port
-        self.view = ClusterView(client, self._pod_changed, self._isvc_changed)
+        self.view = ClusterView(
+            client, self._pod_changed, self._isvc_changed, idle_timeout=watch_idle_timeout
+        )
         #: the count each service is served with
         self.counts: dict[ServiceKey, Count] = {}
         self.metrics = ReporterMetrics(lambda: self.counts, clock)
