@@ -215,7 +215,8 @@ async def test_a_reporter_whose_watch_is_cut_lets_the_controller_drop_the_ceilin
     assert again["observedAt"] == first["observedAt"]
 
     faults.restart(workload_plane, "kube-apiserver")
-    await until_reported(control_plane, namespace, 2)
+    # the reporter lists again after its backoff (up to 30s), then quorum needs two polls
+    await until_reported(control_plane, namespace, 2, timeout=60.0)
 
 
 async def test_a_watch_on_a_hung_api_server_is_found_idle_and_the_ceiling_drops(
@@ -257,4 +258,4 @@ async def test_a_watch_on_a_hung_api_server_is_found_idle_and_the_ceiling_drops(
         assert capacity["fallbackReason"].startswith("capacity report is stale")
     finally:
         os.kill(apiserver, signal.SIGCONT)
-    await until_reported(control_plane, namespace, 1)
+    await until_reported(control_plane, namespace, 1, timeout=60.0)
