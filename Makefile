@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
-## tools: fetch and build kube-apiserver, etcd, kubectl and helm (cached; a no-op when present)
+## tools: fetch and build kube-apiserver, etcd, kubectl, helm and Traefik (cached; a no-op when present)
 tools: $(STAMP)
 	$(BIN)/ome-routing dev tools
 
@@ -25,9 +25,10 @@ tools: $(STAMP)
 image: $(STAMP)
 	$(BIN)/ome-routing dev image --source .
 
-## demo: capacity polling end to end on a local control plane, checked against the specification
+## demo: capacity polling end to end on a local control plane, checked against the specification,
+## then real requests through the published gateway (Traefik, built by `tools`; as root)
 demo: tools
-	$(BIN)/ome-routing demo
+	$(BIN)/ome-routing demo --traffic
 
 ## check: lint, format, types and layer contracts
 check: $(STAMP)

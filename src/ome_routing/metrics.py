@@ -66,6 +66,13 @@ class RoutingMetrics:
             "Homes whose capacity the observer is polling.",
             registry=self.registry,
         )
+        self.publication_fallback = Gauge(
+            "ome_trafficmap_publication_fallback",
+            "1 while a TrafficMap's PublicationFallback condition is True (never, for the "
+            "built-in gatewayapi publisher).",
+            ["namespace", "trafficmap", "publisher"],
+            registry=self.registry,
+        )
         self.leader = Gauge(
             "ome_routing_leader",
             "1 while this replica holds the leader Lease.",
@@ -85,3 +92,12 @@ class RoutingMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+    def set_publication_fallback(self, namespace: str, name: str, value: int) -> None:
+        self.publication_fallback.labels(
+            namespace=namespace, trafficmap=name, publisher="gatewayapi"
+        ).set(value)
+
+    def forget_publication(self, namespace: str, name: str) -> None:
+        with contextlib.suppress(KeyError):
+            self.publication_fallback.remove(namespace, name, "gatewayapi")

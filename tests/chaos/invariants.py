@@ -43,12 +43,19 @@ def entries(tmap: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {str(e.get("cluster")): e for e in (tmap.get("spec") or {}).get("entries") or [] if e}
 
 
+#: The publisher's conditions: a reconciler of its own, which follows a new spec after the
+#: routing controller has written it (OME shows that lag as the publisher's freshness).
+PUBLISHER_CONDITIONS = ("Published", "PublicationFallback")
+
+
 def half_written(tmap: Mapping[str, Any]) -> bool:
-    """A map whose status was written for an older spec than the one it holds."""
+    """A map whose routing status was written for an older spec than the one it holds."""
     generation = int((tmap.get("metadata") or {}).get("generation") or 0)
     conditions = (tmap.get("status") or {}).get("conditions") or []
     return any(
-        "observedGeneration" in c and int(c["observedGeneration"]) != generation for c in conditions
+        "observedGeneration" in c and int(c["observedGeneration"]) != generation
+        for c in conditions
+        if c.get("type") not in PUBLISHER_CONDITIONS
     )
 
 

@@ -126,6 +126,25 @@ class TestConfigMap:
             "be positive when routing is enabled and non-negative otherwise"
         )
 
+    def test_the_guides_endpoint_values_reach_the_controller(self, render: Render) -> None:
+        """Step 1 of "Publish a global endpoint"; the chart writes YAML, so quotes survive."""
+        values = routing_values()
+        values["ome"]["multicluster"]["config"]["endpoint"] = {
+            "globalGateway": "gateway-system/global",
+            "backendPort": 80,
+            "globalHostTemplate": "{{ .Name }}.{{ .Namespace }}.global.example.com",
+            "gatewayBackend": {"rewriteHostname": True},
+        }
+        endpoint = config_from_multicluster(multicluster(render(values))).endpoint
+        assert endpoint.enabled and endpoint.rewrite_hostname
+        assert endpoint.global_gateway == "gateway-system/global"
+        assert endpoint.host_for("chat", "prod", None) == "chat.prod.global.example.com"
+
+    def test_by_default_nothing_is_published(self, render: Render) -> None:
+        block = multicluster(render(routing_values()))
+        assert block["config"]["endpoint"]["globalGateway"] == ""
+        assert not config_from_multicluster(block).endpoint.enabled
+
     def test_a_head_poll_passes_the_chart_and_the_controller(self, render: Render) -> None:
         values = yaml.safe_load((EXAMPLES / "values.yaml").read_text())
         values["ome"]["multicluster"]["config"]["routing"]["capacity"]["method"] = "HEAD"
@@ -224,13 +243,19 @@ class TestRbac:
     def test_the_controller_gets_only_what_it_uses(self, render: Render) -> None:
         docs = render()
         cluster_rules = find(docs, "ClusterRole")["rules"]
-        assert {(r["resources"][0], tuple(r["verbs"])) for r in cluster_rules} == {
-            ("inferenceservices", ("get", "list", "watch")),
-            ("trafficmaps", ("get", "list", "watch", "create", "patch", "delete")),
-            ("trafficmaps/status", ("patch",)),
-            ("workloadclusters", ("list", "watch")),
+        publisher = ("get", "list", "create", "update", "delete")
+        assert {
+            (r["apiGroups"][0], r["resources"][0], tuple(r["verbs"])) for r in cluster_rules
+        } == {
+            ("ome.io", "inferenceservices", ("get", "list", "watch")),
+            ("ome.io", "trafficmaps", ("get", "list", "watch", "create", "patch", "delete")),
+            ("ome.io", "trafficmaps/status", ("patch",)),
+            ("ome.io", "workloadclusters", ("list", "watch")),
+            ("gateway.networking.k8s.io", "httproutes", publisher),
+            ("gateway.networking.k8s.io", "backendtlspolicies", publisher),
+            ("", "services", publisher),
         }
-        assert all(r["apiGroups"] == ["ome.io"] and len(r["resources"]) == 1 for r in cluster_rules)
+        assert all(len(r["apiGroups"]) == 1 and len(r["resources"]) == 1 for r in cluster_rules)
         role = find(docs, "Role")
         assert role["metadata"]["namespace"] == "ome"
         assert {(r["resources"][0], tuple(r["verbs"])) for r in role["rules"]} == {
@@ -244,6 +269,28 @@ class TestRbac:
             assert binding["subjects"] == [
                 {"kind": "ServiceAccount", "name": account, "namespace": "ome"}
             ]
+
+    @pytest.mark.parametrize(
+        "backend",
+        [{"hostnameEndpointSlices": True}, {"endpointSlices": {"enabled": True}}],
+    )
+    def test_endpoint_slices_are_granted_only_with_a_mode_that_writes_them(
+        self, render: Render, backend: dict[str, Any]
+    ) -> None:
+        def slice_rules(values: dict[str, Any] | None) -> list[dict[str, Any]]:
+            rules = find(render(values) if values else render(), "ClusterRole")["rules"]
+            return [r for r in rules if r["resources"] == ["endpointslices"]]
+
+        assert slice_rules(None) == []
+        values = routing_values()
+        values["ome"]["multicluster"]["config"]["endpoint"] = {"gatewayBackend": backend}
+        assert slice_rules(values) == [
+            {
+                "apiGroups": ["discovery.k8s.io"],
+                "resources": ["endpointslices"],
+                "verbs": ["get", "list", "create", "update", "delete"],
+            }
+        ]
 
 
 def strip_keep(crd: dict[str, Any]) -> dict[str, Any]:

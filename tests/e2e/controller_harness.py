@@ -190,8 +190,11 @@ class ControllerProcess:
         lease: str,
         identity: str = "",
         namespace: str = "default",
+        wrap: Callable[[list[str]], list[str]] | None = None,
     ) -> None:
         self.kubeconfig = kubeconfig
+        #: runs the command inside something, e.g. a `NameSandbox` resolving made-up hosts
+        self.wrap = wrap
         #: the controller's own namespace: its Lease (and ConfigMap) live there
         self.namespace = namespace
         self.workdir = workdir
@@ -225,6 +228,8 @@ class ControllerProcess:
             "--identity",
             self.identity,
         ]
+        if self.wrap is not None:
+            command = self.wrap(command)
         env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)

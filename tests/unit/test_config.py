@@ -321,7 +321,7 @@ class TestRoutingGates:
 
     def test_probe_and_publisher_blocks_are_kept_raw(self) -> None:
         probe = {"path": "/healthz", "period": "5s"}
-        publisher = {"name": "httproute"}
+        publisher = {"name": "gatewayapi"}
         config = config_from_values(values_with(probe=probe, publisher=publisher))
         assert config.probe == probe
         assert config.publisher == publisher

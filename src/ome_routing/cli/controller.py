@@ -25,6 +25,7 @@ from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap
 
 from ome_routing.core.config import (
+    ROLE_CONTROL_PLANE,
     ConfigError,
     OperatorConfig,
     config_from_multicluster,
@@ -32,6 +33,7 @@ from ome_routing.core.config import (
 )
 from ome_routing.kube.controller import Controller
 from ome_routing.kube.leader import LeaderElector
+from ome_routing.kube.publisher import Publisher
 from ome_routing.logs import configure
 from ome_routing.metrics import RoutingMetrics
 from ome_routing.observer import eventloop, tune_gc
@@ -184,15 +186,22 @@ async def _serve(options: dict[str, Any]) -> int:
     async def lead() -> None:
         metrics.leader.set(1)
         try:
-            await Controller(client, config, metrics).run()
+            publisher = Publisher(client, config, metrics).run()
+            if config.routing_active:
+                await asyncio.gather(Controller(client, config, metrics).run(), publisher)
+            else:  # the publisher only finalizes the maps that are deleted
+                await publisher
         finally:
             metrics.leader.set(0)
 
+    # On a multi-cluster control plane the publisher runs even with routing off, as OME's.
+    control_plane = config.enabled and config.role == ROLE_CONTROL_PLANE
     if not config.routing_active:
         log.info(
             "multi-cluster routing is off; set ome.multicluster.enabled, role control-plane and "
             "config.routing.enabled to turn it on"
         )
+    if not control_plane:
         work: asyncio.Future[Any] = loop.create_future()
     elif options["leader_elect"]:
         identity = options["identity"] or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"

@@ -27,7 +27,13 @@ _PACKAGE_REPO = Path(__file__).resolve().parents[3]
     help="Count each home's replicas from Pod objects with `reporter --kubernetes`, "
     "instead of fixed counts.",
 )
-def demo(keep: bool, kubernetes_reporter: bool) -> None:
+@click.option(
+    "--traffic",
+    is_flag=True,
+    help="Also publish the TrafficMap to a local gateway (Traefik, built once into the cache "
+    "by `ome-routing dev tools`) and send requests through it after Step 3. Needs root.",
+)
+def demo(keep: bool, kubernetes_reporter: bool, traffic: bool) -> None:
     """Run capacity polling end to end on a local control plane, and check the outputs.
 
     Starts etcd and kube-apiserver on 127.0.0.1 (the first run builds them), registers the
@@ -37,12 +43,22 @@ def demo(keep: bool, kubernetes_reporter: bool) -> None:
     specification's kubectl commands and compares what they print with the specification:
     first with both ceilings, then after worker-b's poll starts getting a 404.
 
+    With --traffic, each home also gets a hostname and a loopback address of its own, the
+    controller publishes the TrafficMap (hostname EndpointSlices) to a Gateway served by
+    Traefik, and after Step 3 the demo sends requests to the global host through it: the
+    split matches the weights (2:1), then follows worker-a's count lowered to 1 (1:1).
+
     Exits 0 when every output matches, 1 when one differs or a step fails, 130 on Ctrl-C.
     Everything it started is stopped before it exits.
     """
+    if kubernetes_reporter and traffic:
+        raise click.UsageError("--kubernetes-reporter and --traffic can't be combined")
     try:
         repo = find_repo([Path.cwd(), _PACKAGE_REPO])
-        ok = run_demo(DemoOptions(repo=repo, keep=keep, kubernetes_reporter=kubernetes_reporter))
+        options = DemoOptions(
+            repo=repo, keep=keep, kubernetes_reporter=kubernetes_reporter, traffic=traffic
+        )
+        ok = run_demo(options)
     except (DemoError, ControlPlaneError, ToolsError, PkiError) as err:
         raise click.ClickException(str(err)) from None
     except KeyboardInterrupt:

@@ -2,6 +2,7 @@
 
     ome-routing dev tools              fetch and build the binaries (once)
     ome-routing dev up [--dir DIR]     start etcd + kube-apiserver in the background
+                       [--gateway-api]  ...with the Gateway API CRDs installed
     ome-routing dev down [--dir DIR]   stop them
     ome-routing dev image [--source DIR]  build the controller image (as root; cached)
 
@@ -26,6 +27,7 @@ from ome_routing.devcluster import (
     cache_dir,
     ensure_tools,
 )
+from ome_routing.devcluster.gateway_tools import ensure_gateway_api_crds, ensure_traefik
 from ome_routing.devcluster.image import ImageError, build_image
 
 
@@ -45,14 +47,18 @@ def default_dir() -> Path:
     return cache_dir() / "cluster"
 
 
-def format_tools(tools: Tools) -> str:
-    """One line per binary: name and path."""
+def format_tools(tools: Tools, traefik: Path | None = None, crds: Path | None = None) -> str:
+    """One line per binary (and the Gateway API CRDs' folder): name and path."""
     rows = [
         ("kube-apiserver", tools.kube_apiserver),
         ("etcd", tools.etcd),
         ("kubectl", tools.kubectl),
         ("helm", tools.helm),
     ]
+    if traefik is not None:
+        rows.append(("traefik", traefik))
+    if crds is not None:
+        rows.append(("gateway-api", crds))
     return "\n".join(f"{name:<16}{path}" for name, path in rows)
 
 
@@ -86,24 +92,34 @@ def dev() -> None:
 
 @dev.command()
 def tools() -> None:
-    """Fetch and build kube-apiserver, etcd, kubectl and helm into the cache (once)."""
+    """Fetch and build kube-apiserver, etcd, kubectl, helm and Traefik into the cache (once)."""
     started = time.monotonic()
     found = _tools()
-    click.echo(format_tools(found))
+    try:
+        traefik = ensure_traefik(progress=_progress)
+        crds = ensure_gateway_api_crds(progress=_progress)
+    except ToolsError as error:
+        raise click.ClickException(str(error)) from error
+    click.echo(format_tools(found, traefik, crds))
     _progress(f"tools ready in {time.monotonic() - started:.2f}s")
 
 
 @dev.command()
 @_dir_option
-def up(directory: Path | None) -> None:
+@click.option(
+    "--gateway-api",
+    is_flag=True,
+    help="Also install the Gateway API standard-channel CRDs (sigs.k8s.io/gateway-api).",
+)
+def up(directory: Path | None, gateway_api: bool) -> None:
     """Start a control plane in the background and print how to use it."""
     directory = directory or default_dir()
     found = _tools()
     started = time.monotonic()
-    plane = LocalControlPlane(directory, found, detached=True)
+    plane = LocalControlPlane(directory, found, detached=True, gateway_api=gateway_api)
     try:
         plane.start()
-    except (ControlPlaneError, PkiError) as error:
+    except (ControlPlaneError, PkiError, ToolsError) as error:
         raise click.ClickException(str(error)) from error
     pids = ", ".join(f"{name} {pid}" for name, pid in sorted(plane.pids.items()))
     _progress(

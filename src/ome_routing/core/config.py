@@ -43,6 +43,15 @@ from types import MappingProxyType
 from typing import Any
 
 from ome_routing.core.durations import MINUTE, Duration, DurationError, parse_duration
+from ome_routing.core.endpoint import (
+    ENDPOINT_KEYS,
+    GATEWAY_BACKEND_KEYS,
+    REFRESH_FIELD,
+    EndpointConfig,
+    endpoint_problems,
+    load_endpoint,
+    publisher_problem,
+)
 from ome_routing.core.fields import (
     ZERO,
     CapacityRuleError,
@@ -57,6 +66,7 @@ from ome_routing.core.fields import (
     show,
     unknown_fields,
 )
+from ome_routing.core.hosttemplate import HostTemplateError
 from ome_routing.core.pollrules import (
     CAPACITY_FIELDS,
     CHART_CAPACITY_FIELD,
@@ -123,6 +133,8 @@ _KNOWN_KEYS: dict[str, tuple[str, ...]] = {
         "allFailedPolicy",
     ),
     PUBLISHER_FIELD: ("name", "resyncInterval", "options"),
+    "endpoint": ENDPOINT_KEYS,
+    "endpoint.gatewayBackend": GATEWAY_BACKEND_KEYS,
 }
 
 
@@ -163,6 +175,8 @@ class OperatorConfig:
     resync_interval: Duration = DEFAULT_RESYNC_INTERVAL
     #: One line per key the controller ignores, for the log and validate-config.
     warnings: tuple[str, ...] = ()
+    #: `endpoint.*`: where and how the publisher publishes (off by default).
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
 
     @property
     def routing_active(self) -> bool:
@@ -187,6 +201,10 @@ def _warnings(multicluster: Mapping[str, Any]) -> tuple[str, ...]:
     visit(multicluster, "multicluster", "multicluster.")
     config = multicluster.get("config")
     visit(config, "", "")
+    endpoint = config.get("endpoint") if isinstance(config, Mapping) else None
+    visit(endpoint, "endpoint", "endpoint.")
+    if isinstance(endpoint, Mapping):
+        visit(endpoint.get("gatewayBackend"), "endpoint.gatewayBackend", "endpoint.gatewayBackend.")
     routing = config.get("routing") if isinstance(config, Mapping) else None
     visit(routing, "routing", "routing.")
     if isinstance(routing, Mapping):
@@ -265,6 +283,7 @@ class _Loaded:
     #: Every duration that OME checks at load, by key as users spell it.
     durations: dict[str, str]
     resync_text: str
+    endpoint: EndpointConfig
 
 
 def _load(block: Mapping[str, Any]) -> _Loaded:
@@ -296,7 +315,11 @@ def _load(block: Mapping[str, Any]) -> _Loaded:
     for key in ("period", "timeout"):
         name = f"routing.probe.{key}"
         durations[name] = duration_text((probe or {}).get(key), name)
-    return _Loaded(routing_enabled, observer, poll, probe, publisher, durations, resync_text)
+    endpoint = load_endpoint(config.get("endpoint"))
+    durations[REFRESH_FIELD] = endpoint.address_refresh_interval
+    return _Loaded(
+        routing_enabled, observer, poll, probe, publisher, durations, resync_text, endpoint
+    )
 
 
 class _LoadFailure(Exception):
@@ -319,6 +342,10 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
         if not enabled:  # OME does not read the block at all
             return OperatorConfig(enabled=enabled, role=role)
         raise _LoadFailure(err.detail) from None
+    except HostTemplateError as err:
+        if not enabled:
+            return OperatorConfig(enabled=enabled, role=role)
+        raise invalid(str(err)) from None
     routing_enabled = loaded.routing_enabled
     if not enabled:
         return OperatorConfig(enabled=enabled, role=role, routing_enabled=routing_enabled)
@@ -328,11 +355,16 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
     resync, resync_problem = _resync(loaded.resync_text, routing_enabled)
     if resync_problem is not None:
         problems.append(resync_problem)
+    problems.extend(endpoint_problems(loaded.endpoint))
     if problems:
         raise invalid("\n".join(problems))
 
     off = OperatorConfig(
-        enabled=enabled, role=role, routing_enabled=routing_enabled, resync_interval=resync
+        enabled=enabled,
+        role=role,
+        routing_enabled=routing_enabled,
+        resync_interval=resync,
+        endpoint=loaded.endpoint,
     )
     if not routing_enabled:
         return off
@@ -346,6 +378,13 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
             raise invalid(problem)
     if not off.routing_active:
         return off
+    publisher_block = loaded.publisher or {}
+    problem = publisher_problem(
+        str(publisher_block.get("name") or ""),
+        read_string_map(publisher_block.get("options"), f"{PUBLISHER_FIELD}.options"),
+    )
+    if problem is not None:
+        raise invalid(problem)
     return OperatorConfig(
         enabled=enabled,
         role=role,
@@ -355,6 +394,7 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
         probe=loaded.probe,
         publisher=loaded.publisher,
         resync_interval=resync,
+        endpoint=loaded.endpoint,
     )
 
 

@@ -6,7 +6,7 @@ route to the reporter is missing and OME's route sends it to the model server in
 
 The aiohttp servers run on an event loop in a daemon thread, so that the demo's own steps
 (kubectl, subprocesses, waits) stay plain blocking code in the main thread. It never binds
-anything but 127.0.0.1.
+anything but a loopback address (127.0.0.1, or a home's own 127.x.y.z).
 """
 
 from __future__ import annotations
@@ -22,24 +22,40 @@ from aiohttp import web
 from ome_routing.reporter.server import StaticCount, make_app
 
 POLL_PATH = "/capacity"
+#: what a home's model server answers, followed by the home's name
+SERVED_BY = "served by "
 _T = TypeVar("_T")
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class LoopbackReporter:
-    """One home's reporter: its loopback URL, and a switch to the model server's 404."""
+    """One home's reporter: its loopback URL, and a switch to the model server's 404.
 
-    def __init__(self, name: str, servable: int) -> None:
+    Given an `address`, a `port` and a `host` (the demo's global endpoint), it binds there,
+    its endpoint names the host, and every other path answers as the home's model server
+    (`served by <name>`), so that a request through the gateway says where it went.
+    """
+
+    def __init__(
+        self, name: str, servable: int, address: str = "127.0.0.1", port: int = 0, host: str = ""
+    ) -> None:
         self.name = name
         self.servable = servable
-        self.port = 0
+        self.address = address
+        self.port = port
+        self.host = host
+        self._count = StaticCount(servable)
         self._missed = threading.Event()
         self._runner: web.AppRunner | None = None
 
     @property
     def endpoint(self) -> str:
         """The home's endpoint, as the placement status carries it."""
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host or self.address}:{self.port}"
+
+    def set_servable(self, servable: int) -> None:
+        """Answer the next polls with another count."""
+        self.servable = self._count.servable = servable
 
     @property
     def poll_url(self) -> str:
@@ -54,7 +70,13 @@ class LoopbackReporter:
         self._missed.set()
 
     def _app(self) -> web.Application:
-        app = make_app(StaticCount(self.servable), POLL_PATH)
+        app = make_app(self._count, POLL_PATH)
+        if self.host:
+
+            async def model(_: web.Request) -> web.Response:
+                return web.Response(text=f"{SERVED_BY}{self.name}")
+
+            app.router.add_route("*", "/{tail:.*}", model)
 
         @web.middleware
         async def model_server(request: web.Request, handler: _Handler) -> web.StreamResponse:
@@ -68,7 +90,7 @@ class LoopbackReporter:
     async def _start(self) -> None:
         runner = web.AppRunner(self._app(), access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
+        site = web.TCPSite(runner, self.address, self.port)
         await site.start()
         self._runner = runner
         self.port = int(runner.addresses[0][1])
@@ -86,8 +108,14 @@ class LoopbackReporters:
         reporters["worker-b"].route_to_model_server()
     """
 
-    def __init__(self, counts: dict[str, int]) -> None:
-        self._reporters = {name: LoopbackReporter(name, n) for name, n in counts.items()}
+    def __init__(
+        self, counts: dict[str, int], homes: dict[str, tuple[str, int, str]] | None = None
+    ) -> None:
+        """`homes`: each home's (address, port, host), for the global endpoint's demo."""
+        self._reporters = {
+            name: LoopbackReporter(name, n, *(homes or {}).get(name, ("127.0.0.1", 0, "")))
+            for name, n in counts.items()
+        }
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 

@@ -37,7 +37,16 @@ from ome_routing.demo.controller import ControllerError, ControllerProcess
 from ome_routing.demo.kubereporters import KubernetesReporters
 from ome_routing.demo.narration import Narrator
 from ome_routing.demo.reporters import LoopbackReporters
+from ome_routing.demo.traffic import (
+    TrafficError,
+    TrafficSteps,
+    describe_gateway,
+    home_addresses,
+    home_host,
+    write_values,
+)
 from ome_routing.devcluster import LocalControlPlane, ensure_tools
+from ome_routing.devcluster.gateway import GatewayError, LocalGateway
 from ome_routing.devcluster.processes import free_ports, tail
 
 HOMES: dict[str, int] = {"worker-a": 3, "worker-b": 1}  # servable counts, as in Step 3
@@ -46,6 +55,7 @@ READY = 2
 ISVC_FILE = "examples/isvc.yaml"
 VALUES_FILE = "examples/values.yaml"
 STEPS = 9
+TRAFFIC_STEPS = 3  # the gateway, the split, the split after a change
 
 
 class DemoError(RuntimeError):
@@ -59,6 +69,8 @@ class DemoOptions:
     ceiling_timeout: float = 90.0  # quorum 3 at period 10s gives ceilings after about 20s
     fallback_timeout: float = 45.0  # the next poll (period 10s) fails, then one map write
     kubernetes_reporter: bool = False  # count from Pod objects (demo.kubereporters)
+    traffic: bool = False  # publish to a local Traefik and send requests through it
+    traffic_timeout: float = 90.0  # a new ceiling needs quorum 2 at period 10s, then the route
 
 
 def find_repo(candidates: list[Path]) -> Path:
@@ -132,6 +144,8 @@ class Demo:
         self.plane: LocalControlPlane | None = None
         self.reporters: LoopbackReporters | None = None
         self.controller: ControllerProcess | None = None
+        self.gateway: LocalGateway | None = None
+        self.backend_port = free_ports(1)[0] if options.traffic else 0
         self._shown: dict[str, str] = {}  # each home's state as last narrated
 
     # -- running ------------------------------------------------------------------------------
@@ -145,10 +159,14 @@ class Demo:
                 self._start_control_plane(stack)
                 self._register_clusters()
                 self._start_reporters(stack)
+                if self.options.traffic:
+                    self._start_gateway(stack)
                 self._create_service()
                 self._start_controller(stack)
                 self._wait_for_ceilings()
                 self._check_capacity_state()
+                if self.options.traffic:
+                    self._show_traffic()
                 self._show_fallback()
                 self._show_gauge()
                 self._summary()
@@ -171,13 +189,16 @@ class Demo:
         self.say.step("Start a local control plane (etcd and kube-apiserver on 127.0.0.1)")
         started = time.monotonic()
         tools = ensure_tools(progress=self.say.detail)
-        plane = LocalControlPlane(self.work / "control-plane", tools)
+        plane = LocalControlPlane(
+            self.work / "control-plane", tools, gateway_api=self.options.traffic
+        )
         stack.callback(plane.stop)
         plane.start()
         self.plane = plane
         self.say.say(
             f"kube-apiserver {plane.version} at {plane.server_url}, with the CRDs "
             f"InferenceService, WorkloadCluster and TrafficMap "
+            f"{'and the Gateway API standard channel ' if self.options.traffic else ''}"
             f"({time.monotonic() - started:.1f}s)"
         )
 
@@ -190,7 +211,11 @@ class Demo:
             self._start_kubernetes_reporter(stack)
             return
         self.say.step("Start a capacity reporter for each home, on loopback")
-        reporters = LoopbackReporters(HOMES)
+        homes = None
+        if self.options.traffic:
+            addresses = home_addresses(list(HOMES))
+            homes = {c: (a, self.backend_port, home_host(c)) for c, a in addresses.items()}
+        reporters = LoopbackReporters(HOMES, homes)
         stack.callback(reporters.close)
         reporters.start()
         self.reporters = reporters
@@ -240,7 +265,7 @@ class Demo:
         (port,) = free_ports(1)
         args = [
             "--config",
-            VALUES_FILE,
+            self._values_file(),
             "--kubeconfig",
             str(self.plane.kubeconfig),
             "--namespace",
@@ -251,6 +276,9 @@ class Demo:
         ]
         self.say.command(shlex.join(["ome-routing", "controller", *args]))
         controller = ControllerProcess(args, self.work / "controller.log", port, self.options.repo)
+        if self.gateway is not None:
+            # Its polls resolve the homes' hostnames as Traefik does: in the private namespace.
+            controller.argv = self.gateway.sandbox.wrap(controller.argv)
         stack.callback(controller.stop)
         try:
             controller.start()
@@ -259,6 +287,41 @@ class Demo:
         self.controller = controller
         self.say.detail(f"pid {controller.pid}, log in {controller.log}")
         self.say.detail(f"metrics at {controller.metrics_url}")
+
+    def _start_gateway(self, stack: contextlib.ExitStack) -> None:
+        assert self.plane is not None and self.reporters is not None
+        self.say.step("Start the global gateway (Traefik, Gateway API) on 127.0.0.1")
+        gateway = LocalGateway(
+            self.plane, {r.host: r.address for r in self.reporters}, dir=self.work / "gateway"
+        )
+        stack.callback(gateway.stop)
+        try:
+            gateway.start()
+        except GatewayError as err:
+            raise DemoError(str(err)) from None
+        self.gateway = gateway
+        describe_gateway(self.say, gateway)
+
+    def _values_file(self) -> str:
+        """Step 1's chart values; with the gateway, plus the publisher's `endpoint` block."""
+        if self.gateway is None:
+            return VALUES_FILE
+        path = self.work / "values.yaml"
+        write_values(
+            self.say, self.options.repo / VALUES_FILE, path, self.gateway, self.backend_port
+        )
+        return str(path)
+
+    def _show_traffic(self) -> None:
+        assert self.gateway is not None and self.reporters is not None
+        steps = TrafficSteps(
+            self.say, self.gateway, self.reporters, self._run, self.options.traffic_timeout
+        )
+        try:
+            self.matched &= steps.show_split()
+            self.matched &= steps.show_change()
+        except TrafficError as err:
+            raise DemoError(str(err)) from None
 
     def _wait_for_ceilings(self) -> None:
         self.say.step("Wait for both ceilings")
@@ -426,4 +489,5 @@ def _capacities(trafficmap: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def run_demo(options: DemoOptions, narrator: Narrator | None = None) -> bool:
     """Run the demo; True when every output matched the specification."""
-    return Demo(options, narrator or Narrator(steps=STEPS)).run()
+    steps = STEPS + (TRAFFIC_STEPS if options.traffic else 0)
+    return Demo(options, narrator or Narrator(steps=steps)).run()

@@ -2,7 +2,8 @@
 
 `LocalControlPlane(dir).start()` makes certificates, starts etcd and kube-apiserver on
 127.0.0.1, waits for `/readyz`, writes an admin kubeconfig (`system:masters`) and installs
-the CRDs of `config/crd/` (waiting until they are Established). `stop()` ends both processes
+the CRDs of `config/crd/` (waiting until they are Established), and with `gateway_api=True`
+the Gateway API's standard-channel CRDs. `stop()` ends both processes
 and waits until they are gone; it also runs at interpreter exit and on SIGTERM. Started with
 `detached=True`, the processes outlive this one (`ome-routing dev up`) and
 `LocalControlPlane.attach(dir).stop()` ends them later.
@@ -33,6 +34,7 @@ from typing import Any, Self
 
 from ome_routing.devcluster import processes
 from ome_routing.devcluster.api import Api, ApiCallError
+from ome_routing.devcluster.gateway_tools import install_gateway_api_crds
 from ome_routing.devcluster.kubeconfig import client_ssl_context, write_admin_kubeconfig
 from ome_routing.devcluster.pki import Pki, make_pki
 from ome_routing.devcluster.tools import Tools, ensure_tools, tools_module_dir
@@ -67,6 +69,7 @@ class LocalControlPlane:
         detached: bool = False,
         startup_timeout: float = 90.0,
         apiserver_flags: Sequence[str] = (),
+        gateway_api: bool = False,
     ) -> None:
         self._dir_given = dir is not None
         self._dir = Path(dir).resolve() if dir is not None else None
@@ -77,6 +80,8 @@ class LocalControlPlane:
         self._startup_timeout = startup_timeout
         #: extra kube-apiserver flags, after ours (a later flag wins), e.g. for fault tests
         self._apiserver_flags = list(apiserver_flags)
+        #: also install the Gateway API standard-channel CRDs (see `gateway_tools`)
+        self._gateway_api = gateway_api
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._processes: list[processes.ProcessId] = []
         self._state: dict[str, Any] = {}
@@ -121,6 +126,8 @@ class LocalControlPlane:
                 )
                 if manifests:
                     self.install_crds(manifests)
+            if self._gateway_api:
+                install_gateway_api_crds(self.kubectl)
         except BaseException:
             self.stop()
             raise

@@ -368,9 +368,12 @@ class Controller:
     async def _write_status(
         self, key: ServiceKey, tmap: RawObject, uid: str, conditions: list[Any]
     ) -> None:
+        old = tmap.get("status") or {}
         status = reconcile.desired_status(tmap, uid, conditions, self._clock())
-        if status != (tmap.get("status") or {}):
-            await self._patch(key, {"status": status}, status=True)
+        if status != old:
+            # only what changed: the publisher's keys are its own to write
+            changed = {k: v for k, v in status.items() if old.get(k) != v}
+            await self._patch(key, {"status": changed}, status=True)
 
     async def _delete(self, key: ServiceKey) -> None:
         assert self._maps is not None

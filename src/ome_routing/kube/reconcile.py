@@ -64,10 +64,6 @@ from ome_routing.kube.resources import API_VERSION
 RawObject = Mapping[str, Any]
 
 PUBLISHED = "Published"
-#: No publisher runs in this project, so a map is never published to a gateway.
-WITHDRAWN = Condition(
-    PUBLISHED, FALSE, "Withdrawn", "no global endpoint is configured, so the table is not published"
-)
 #: OME's publisher reports a map whose owner it can't trust (here: a frozen map) so.
 INVALID_OWNER = Condition(
     PUBLISHED, FALSE, "InvalidOwner", "TrafficMap owner identity is invalid or stale"
@@ -308,4 +304,5 @@ def desired_status(
 
 
 def routed_conditions(view: TrafficMapView) -> list[Condition]:
-    return [*view.conditions, WITHDRAWN]
+    """The routing conditions; `Published` is the publisher's (`kube.publisher`)."""
+    return list(view.conditions)

@@ -1,0 +1,414 @@
+"""The publisher: a second, leader-only reconciler that writes each TrafficMap to a route.
+
+It watches TrafficMaps and InferenceServices and reconciles one map at a time, in
+OME's order (`core.publication_status` holds the conditions, `kube.publishing` the
+writes):
+
+1. The map is being deleted: finalize. Delete every claimed route (zero, delete,
+   confirm) and the service's other objects, clear the journal, set the final
+   conditions, remove the finalizer `ome.io/trafficmap-publisher`.
+2. The owner: the map's controller is its InferenceService (same name and UID),
+   `spec.service`, `status.sourceUID` and `spec.observedISVCGeneration` agree with it,
+   and the routing controller has not frozen the map; else `InvalidOwner`.
+   With routing off (the publisher is then inactive, as OME's) nothing else is done.
+3. A service that is deleting or no longer routed: its objects are withdrawn,
+   `Unpublished`.
+4. Per-service publisher options: `InvalidOptions`. The plan: `InvalidPlan`.
+5. The finalizer and the claim (`status.publisher.claimedTargets`) are written before
+   any object, so a map deleted at any point leaves nothing behind.
+6. Preflight (`ClaimRejected`); then stale claims (a changed `routeNamespace`) are
+   drained to weight 0 (`DrainFailed`) and kept until the map is deleted; then the apply
+   (`ApplyFailed`), or the withdrawal when no gateway, port or host is set (`Withdrawn`).
+
+A terminal failure (owner, options, plan, a foreign object or hostname) is recorded
+and waits for a change or the resync (`routing.publisher.resyncInterval`); a transient
+one (a failed read or write) is retried with a capped backoff. Every failure is
+logged as `TrafficMap publisher reconciliation failed`, with the real error; the
+condition carries OME's generic message.
+
+The publisher writes status with the map's resourceVersion, so it never overwrites the
+routing controller's newer conditions; a conflict is retried at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from lightkube import ApiError, AsyncClient
+from lightkube.types import PatchType
+
+from ome_routing.core.config import OperatorConfig
+from ome_routing.core.publication import (
+    InvalidPlan,
+    Publication,
+    Source,
+    parse_claim,
+    plan_publication,
+)
+from ome_routing.core.publication_objects import GATEWAY_GROUP
+from ome_routing.core.publication_status import (
+    FINALIZER,
+    FINALIZING,
+    PUBLISHED_OK,
+    STATE_REMOVED,
+    TRANSITIONING,
+    UNPUBLISHED,
+    WITHDRAWN,
+    Outcome,
+    Reason,
+    claims_of,
+    failure,
+    publisher_status,
+)
+from ome_routing.kube import reconcile
+from ome_routing.kube.controller import WRITE_GRACE_SECONDS, _finish_when_cancelled
+from ome_routing.kube.publishing import FIELD_MANAGER, PublishError, Publishing
+from ome_routing.kube.resources import API_VERSION, InferenceService, TrafficMap
+from ome_routing.kube.watching import Informer, ObjectKey, RawObject
+from ome_routing.kube.workqueue import WorkQueue
+from ome_routing.metrics import RoutingMetrics
+
+log = logging.getLogger("ome_routing.publisher")
+
+FAILED = "TrafficMap publisher reconciliation failed"
+_RETRY_START = 1.0
+_RETRY_MAX = 60.0
+
+
+class _Conflict(Exception):
+    """The map changed under a write; reconcile again with the new one."""
+
+
+def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
+def owner_problem(tmap: RawObject, isvc: RawObject | None, config: OperatorConfig) -> str | None:
+    """Why the map's owner can't be trusted (for the log), or None."""
+    meta = _meta(tmap)
+    name = meta.get("name")
+    refs = [r for r in meta.get("ownerReferences") or [] if r.get("controller")]
+    if not refs or refs[0].get("apiVersion") != API_VERSION:
+        return "TrafficMap has no InferenceService controller"
+    ref = refs[0]
+    if ref.get("kind") != "InferenceService" or ref.get("name") != name:
+        return "TrafficMap controller is not its InferenceService"
+    if (tmap.get("spec") or {}).get("service") != name:
+        return "TrafficMap spec.service does not name its InferenceService"
+    if isvc is None:
+        return "InferenceService not found"
+    uid = _meta(isvc).get("uid")
+    if ref.get("uid") != uid or (tmap.get("status") or {}).get("sourceUID") != uid:
+        return "TrafficMap does not record its InferenceService's UID"
+    if (tmap.get("spec") or {}).get("observedISVCGeneration") != _meta(isvc).get("generation"):
+        return "TrafficMap is stale for its InferenceService's generation"
+    if isinstance(reconcile.plan(isvc, tmap, config), reconcile.Frozen):
+        return "the routing controller has frozen the TrafficMap"
+    return None
+
+
+def _source(isvc: RawObject) -> Source:
+    meta = _meta(isvc)
+    return Source(
+        namespace=str(meta.get("namespace")),
+        name=str(meta.get("name")),
+        annotations=dict(meta.get("annotations") or {}),
+        finalizers=tuple(meta.get("finalizers") or ()),
+    )
+
+
+def _options(isvc: RawObject) -> list[str]:
+    publisher = ((isvc.get("spec") or {}).get("routing") or {}).get("publisher") or {}
+    options = publisher.get("options") if isinstance(publisher, Mapping) else None
+    return sorted(options) if isinstance(options, Mapping) else []
+
+
+def _withdrawn(tmap: RawObject, plan: Publication) -> bool:
+    """Whether the map records a completed withdrawal of this plan (at any generation)."""
+    status = tmap.get("status") or {}
+    published = [c for c in status.get("conditions") or [] if c.get("type") == "Published"]
+    return (
+        bool(published)
+        and published[0].get("reason") == Reason.WITHDRAWN
+        and claims_of(status) == [plan.claim]
+        and FINALIZER in (_meta(tmap).get("finalizers") or [])
+    )
+
+
+class Publisher:
+    def __init__(
+        self,
+        client: AsyncClient,
+        config: OperatorConfig,
+        metrics: RoutingMetrics,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._client = client
+        self._config = config
+        self._endpoint = config.endpoint
+        self._metrics = metrics
+        self._clock = clock
+        self._io = Publishing(client, config.endpoint)
+        self._queue: WorkQueue[ObjectKey] = WorkQueue()
+        self._retries: dict[ObjectKey, int] = {}
+        self._maps: Informer | None = None
+        self._isvcs: Informer | None = None
+        self.synced = asyncio.Event()
+
+    async def run(self) -> None:
+        self._maps = Informer(self._client, TrafficMap, self._on_event, namespaced=True)
+        self._isvcs = Informer(self._client, InferenceService, self._on_event, namespaced=True)
+        tasks = [
+            asyncio.create_task(self._maps.run(), name="publisher-watch-maps"),
+            asyncio.create_task(self._isvcs.run(), name="publisher-watch-isvcs"),
+        ]
+        try:
+            await asyncio.gather(self._maps.synced.wait(), self._isvcs.synced.wait())
+            tasks.append(asyncio.create_task(self._worker(), name="publisher"))
+            tasks.append(asyncio.create_task(self._resync(), name="publisher-resync"))
+            self.synced.set()
+            log.info("TrafficMap publisher started", extra={"publisher": "gatewayapi"})
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            self._queue.close()
+
+    def _on_event(self, key: ObjectKey, old: RawObject | None, new: RawObject | None) -> None:
+        self._queue.add(key)
+
+    async def _resync(self) -> None:
+        if not self._config.routing_active:
+            return  # an inactive publisher does not resync
+        interval = max(self._config.resync_interval.nanoseconds / 1e9, 1.0)
+        while True:
+            await asyncio.sleep(interval)
+            assert self._maps is not None
+            for key in list(self._maps.cache):
+                self._queue.add(key)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self._queue.get()
+            try:
+                # a stopping worker finishes the reconcile it is in, as the routing one does
+                await _finish_when_cancelled(self._reconciled(key), WRITE_GRACE_SECONDS)
+                self._retries.pop(key, None)
+            except asyncio.CancelledError:
+                raise
+            except _Conflict:
+                self._queue.add_after(key, 0.05)
+            except Exception as err:  # one map must not stop the others
+                attempt = self._retries.get(key, 0)
+                self._retries[key] = attempt + 1
+                delay = min(_RETRY_START * 2**attempt, _RETRY_MAX)
+                log.warning("publish TrafficMap %s/%s failed: %s", key[0], key[1], err)
+                self._queue.add_after(key, delay)
+            finally:
+                self._queue.done(key)
+
+    # --- one map ----------------------------------------------------------------------
+
+    async def _reconciled(self, key: ObjectKey) -> str:
+        await self.reconcile(key)
+        return "ok"
+
+    async def reconcile(self, key: ObjectKey) -> None:
+        assert self._maps is not None and self._isvcs is not None
+        tmap = self._maps.cache.get(key)
+        if tmap is None:
+            self._metrics.forget_publication(*key)
+            return
+        source_key = (key[0], key[1])
+        if _meta(tmap).get("deletionTimestamp"):
+            await self._finalize(key, tmap, source_key)
+            return
+        if not self._config.routing_active:
+            return  # inactive (routing off): OME's publisher only finalizes
+        isvc = self._isvcs.cache.get(key)
+        if not (tmap.get("status") or {}).get("sourceUID") and isvc is not None:
+            return  # a new map: the routing controller's first status write comes next
+        problem = owner_problem(tmap, isvc, self._config)
+        if problem is not None:
+            await self._fail(key, tmap, Reason.INVALID_OWNER, problem, terminal=True)
+            return
+        assert isvc is not None
+        if _meta(isvc).get("deletionTimestamp") or not reconcile.is_routed(isvc, self._config):
+            await self._withdraw_all(key, tmap, source_key, UNPUBLISHED)
+            return
+        options = _options(isvc)
+        if options:
+            message = (
+                "Gateway API publisher does not accept per-InferenceService options: "
+                + ", ".join(options)
+            )
+            await self._fail(key, tmap, Reason.INVALID_OPTIONS, message, terminal=True)
+            return
+        try:
+            plan = plan_publication(
+                _source(isvc), key[0], key[1], tmap.get("spec") or {}, self._endpoint
+            )
+        except InvalidPlan as err:
+            await self._fail(key, tmap, Reason.INVALID_PLAN, str(err), terminal=True)
+            return
+        if not plan.publish and _withdrawn(tmap, plan):
+            # nothing of ours can have come back: only the generation is recorded anew
+            await self._status(
+                key, tmap, WITHDRAWN, gateway_ref=None, published=False, observed=True
+            )
+            return
+        tmap = await self._claim(key, tmap, plan)
+        try:
+            if plan.publish:
+                await self._io.preflight(plan, source_key)
+                await self._drain_stale(tmap, plan, source_key)
+                await self._io.apply(plan, source_key)
+            else:
+                await self._drain_stale(tmap, plan, source_key)
+                await self._io.withdraw_route(plan.route_namespace, plan.route_name, source_key)
+                await self._io.delete_source_objects(plan.route_namespace, source_key)
+        except PublishError as err:
+            await self._fail(key, tmap, err.reason, str(err), terminal=err.terminal)
+            return
+        if plan.publish:
+            ref = {
+                "group": GATEWAY_GROUP,
+                "kind": "HTTPRoute",
+                "namespace": plan.route_namespace,
+                "name": plan.route_name,
+            }
+            await self._status(
+                key, tmap, PUBLISHED_OK, gateway_ref=ref, published=True, observed=True
+            )
+        else:
+            await self._status(
+                key, tmap, WITHDRAWN, gateway_ref=None, published=False, observed=True
+            )
+        self._metrics.set_publication_fallback(key[0], key[1], 0)
+
+    async def _claim(self, key: ObjectKey, tmap: RawObject, plan: Publication) -> RawObject:
+        """The finalizer, then the claim in the journal, before any object is written."""
+        finalizers = list(_meta(tmap).get("finalizers") or [])
+        if FINALIZER not in finalizers:
+            tmap = await self._patch(
+                key, tmap, {"metadata": {"finalizers": [*finalizers, FINALIZER]}}, status=False
+            )
+        status = tmap.get("status") or {}
+        claims = claims_of(status)
+        journal = status.get("publisher") or {}
+        if plan.claim not in claims or journal.get("publisherName") != "gatewayapi":
+            tmap = await self._status(key, tmap, TRANSITIONING, claims=[*claims, plan.claim])
+        return tmap
+
+    async def _drain_stale(
+        self, tmap: RawObject, plan: Publication, source: tuple[str, str]
+    ) -> None:
+        for claim in claims_of(tmap.get("status") or {}):
+            route = parse_claim(claim)
+            if claim == plan.claim or route is None:
+                continue
+            await self._io.zero_route(route[0], route[1], source)
+
+    async def _withdraw_all(
+        self, key: ObjectKey, tmap: RawObject, source: tuple[str, str], outcome: Outcome
+    ) -> None:
+        """Delete every claimed route and the service's other objects (claims are kept)."""
+        try:
+            for claim in claims_of(tmap.get("status") or {}):
+                route = parse_claim(claim)
+                if route is None:
+                    continue
+                await self._io.withdraw_route(route[0], route[1], source)
+                await self._io.delete_source_objects(route[0], source)
+        except PublishError as err:
+            await self._fail(key, tmap, err.reason, str(err), terminal=err.terminal)
+            return
+        await self._status(key, tmap, outcome, gateway_ref=None, published=False)
+
+    async def _finalize(self, key: ObjectKey, tmap: RawObject, source: tuple[str, str]) -> None:
+        finalizers = list(_meta(tmap).get("finalizers") or [])
+        if FINALIZER not in finalizers:
+            return
+        tmap = await self._status(key, tmap, FINALIZING)
+        try:
+            for claim in claims_of(tmap.get("status") or {}):
+                route = parse_claim(claim)
+                if route is None:
+                    continue
+                await self._io.withdraw_route(route[0], route[1], source)
+                await self._io.delete_source_objects(route[0], source)
+        except PublishError as err:
+            log.error(
+                "TrafficMap publisher finalization failed",
+                extra={"trafficMap": f"{key[0]}/{key[1]}", "error": str(err)},
+            )
+            raise
+        tmap = await self._status(
+            key, tmap, STATE_REMOVED, claims=None, gateway_ref=None, published=False
+        )
+        status = dict(tmap.get("status") or {})
+        if status.pop("observedTrafficMapGeneration", None) is not None:
+            tmap = await self._patch(
+                key, tmap, {"status": {"observedTrafficMapGeneration": None}}, status=True
+            )
+        remaining = [f for f in finalizers if f != FINALIZER]
+        await self._patch(key, tmap, {"metadata": {"finalizers": remaining}}, status=False)
+        self._metrics.forget_publication(*key)
+
+    # --- status -----------------------------------------------------------------------
+
+    async def _fail(
+        self, key: ObjectKey, tmap: RawObject, reason: Reason, error: str, *, terminal: bool
+    ) -> None:
+        log.error(
+            FAILED,
+            extra={"trafficMap": f"{key[0]}/{key[1]}", "reason": str(reason), "error": error},
+        )
+        await self._status(key, tmap, failure(reason))
+        self._metrics.set_publication_fallback(key[0], key[1], 0)
+        if not terminal:
+            raise RuntimeError(error)
+
+    async def _status(
+        self, key: ObjectKey, tmap: RawObject, outcome: Outcome, **parts: Any
+    ) -> RawObject:
+        generation = int(_meta(tmap).get("generation") or 0)
+        old = tmap.get("status") or {}
+        new = publisher_status(old, generation, outcome, self._clock(), **parts)
+        if new == old:
+            return tmap
+        patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
+        patch.update({k: None for k in old if k not in new})
+        return await self._patch(key, tmap, {"status": patch}, status=True)
+
+    async def _patch(
+        self, key: ObjectKey, tmap: RawObject, body: dict[str, Any], *, status: bool
+    ) -> RawObject:
+        assert self._maps is not None
+        version = _meta(tmap).get("resourceVersion")
+        body = {**body, "metadata": {**body.get("metadata", {}), "resourceVersion": version}}
+        try:
+            patched = await self._client.patch(
+                TrafficMap.Status if status else TrafficMap,
+                key[1],
+                body,
+                namespace=key[0],
+                patch_type=PatchType.MERGE,
+                field_manager=FIELD_MANAGER,
+            )
+        except ApiError as err:
+            if err.status.code in (404, 409):
+                raise _Conflict() from err
+            raise
+        raw: RawObject = dict(patched)
+        self._maps.remember(raw)
+        return raw

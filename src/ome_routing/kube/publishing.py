@@ -1,0 +1,399 @@
+"""The publisher's writes on the control plane: routes, backend Services, slices, policies.
+
+`Publishing` carries out a `core.publication.Publication` in OME's order: ownership
+preflight (nothing written yet), then Services, then EndpointSlices and
+BackendTLSPolicies, then the route, then the pruning of stale slices, policies and
+Services, so that the route never names a backend that is not there yet or any more.
+A withdrawal sets the route's weights to zero, deletes it, confirms that it is gone,
+and only then deletes the service's other objects. An object is written only when its
+body differs from the one the API server holds; every read is a fresh GET or LIST (no
+cache), because ownership and hostname checks must see the present.
+
+Ownership is OME's strict rule: an object belongs to a service only when it carries
+all three publication labels naming it (`core.publication.owned_by`).
+
+Errors (`PublishError`, with OME's reason and whether it is terminal):
+- `ClaimRejected`, terminal: an object at one of our names belongs to another source,
+  or the global host is already published on the Gateway by another route;
+- `ClaimRejected`, retried: a read failed, or one of our objects is terminating;
+- `DrainFailed`, retried: zeroing a stale claimed route failed;
+- `ApplyFailed`, retried: a write failed (the API server's message is kept), or a
+  withdrawn route's deletion is still pending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx2
+from lightkube import ApiError, AsyncClient
+from lightkube.generic_resource import create_namespaced_resource
+
+from ome_routing.core.endpoint import EndpointConfig
+from ome_routing.core.publication import (
+    Backend,
+    Publication,
+    gateway_key,
+    owned_by,
+    source_selector,
+)
+from ome_routing.core.publication_objects import (
+    GATEWAY_GROUP,
+    endpoint_slice_body,
+    endpoint_slice_name,
+    route_body,
+    service_body,
+    tls_policy_body,
+)
+from ome_routing.core.publication_status import Reason
+
+HTTPRoute = create_namespaced_resource(GATEWAY_GROUP, "v1", "HTTPRoute", "httproutes")
+BackendTLSPolicy = create_namespaced_resource(
+    GATEWAY_GROUP, "v1", "BackendTLSPolicy", "backendtlspolicies"
+)
+Service = create_namespaced_resource("", "v1", "Service", "services")
+EndpointSlice = create_namespaced_resource(
+    "discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"
+)
+#: The publisher's own field manager, apart from the routing controller's.
+FIELD_MANAGER = "ome-routing-publisher"
+Raw = dict[str, Any]
+SourceKey = tuple[str, str]
+
+
+class PublishError(Exception):
+    def __init__(self, reason: Reason, message: str, *, terminal: bool) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.terminal = terminal
+
+
+def _not_found(err: Exception) -> bool:
+    """A 404: the API server answers an unknown kind with a plain page, not a Status."""
+    if isinstance(err, ApiError):
+        return err.status.code == 404
+    return isinstance(err, httpx2.HTTPStatusError) and err.response.status_code == 404
+
+
+def _raw(obj: Any) -> Raw:
+    return dict(obj.to_dict()) if hasattr(obj, "to_dict") else dict(obj)
+
+
+def _api(err: ApiError) -> str:
+    return str(err.status.message or err.status.reason or err.status.code)
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+class Publishing:
+    def __init__(self, client: AsyncClient, config: EndpointConfig) -> None:
+        self._client = client
+        self._config = config
+        self.writes = 0
+
+    # --- reads ------------------------------------------------------------------------
+
+    async def _get(self, resource: Any, namespace: str, name: str) -> Raw | None:
+        """The object, or None when it (or its whole kind: no CRD) is not there."""
+        try:
+            return _raw(await self._client.get(resource, name, namespace=namespace))
+        except (ApiError, httpx2.HTTPStatusError) as err:
+            if _not_found(err):
+                return None
+            raise
+
+    async def _list(
+        self, resource: Any, namespace: str, labels: Mapping[str, str] | None = None
+    ) -> AsyncIterator[Raw]:
+        """The objects; none when their kind is not served (no CRD)."""
+        try:
+            async for obj in self._client.list(
+                resource, namespace=namespace, labels=dict(labels) if labels else None
+            ):
+                yield _raw(obj)
+        except (ApiError, httpx2.HTTPStatusError) as err:
+            if not _not_found(err):
+                raise
+
+    # --- preflight --------------------------------------------------------------------
+
+    async def _owned_or_absent(
+        self, resource: Any, kind: str, namespace: str, name: str, source: SourceKey
+    ) -> None:
+        try:
+            existing = await self._get(resource, namespace, name)
+        except ApiError as err:
+            raise PublishError(
+                Reason.CLAIM_REJECTED,
+                f"read global {kind} {namespace}/{name}: {_api(err)}",
+                terminal=False,
+            ) from err
+        if existing is None:
+            return
+        if not owned_by(existing, *source):
+            raise PublishError(
+                Reason.CLAIM_REJECTED,
+                f"global {kind} {namespace}/{name} belongs to another source",
+                terminal=True,
+            )
+        if (existing.get("metadata") or {}).get("deletionTimestamp"):
+            raise PublishError(
+                Reason.CLAIM_REJECTED,
+                f"global {kind} {namespace}/{name} is terminating",
+                terminal=False,
+            )
+
+    async def preflight(self, plan: Publication, source: SourceKey) -> None:
+        """OME's checks before any write: our names are free, and so is the hostname."""
+        route_key = f"{plan.route_namespace}/{plan.route_name}"
+        await self._owned_or_absent(
+            HTTPRoute, "HTTPRoute", plan.route_namespace, plan.route_name, source
+        )
+        gateway = gateway_key(self._config, plan.route_namespace)
+        try:
+            routes = [route async for route in self._list(HTTPRoute, "*")]
+        except ApiError as err:
+            raise PublishError(
+                Reason.CLAIM_REJECTED,
+                f"list HTTPRoutes for Gateway hostname ownership: {_api(err)}",
+                terminal=False,
+            ) from err
+        for route in sorted(routes, key=_key):
+            if _key(route) == route_key:
+                continue
+            if _publishes(route, gateway, plan.host):
+                raise PublishError(
+                    Reason.CLAIM_REJECTED,
+                    f'Gateway hostname "{plan.host}" on {gateway[0]}/{gateway[1]} is already '
+                    f"published by HTTPRoute {_key(route)}",
+                    terminal=True,
+                )
+        for backend in plan.backends:
+            ns = plan.route_namespace
+            await self._owned_or_absent(Service, "backend Service", ns, backend.service, source)
+            if self._config.hostname_endpoint_slices:
+                await self._owned_or_absent(
+                    EndpointSlice, "backend EndpointSlice", ns, endpoint_slice_name(backend), source
+                )
+            if self._config.tls_enabled:
+                await self._owned_or_absent(
+                    BackendTLSPolicy, "BackendTLSPolicy", ns, backend.service, source
+                )
+
+    # --- apply ------------------------------------------------------------------------
+
+    async def _ensure(
+        self, resource: Any, kind: str, body: Raw, compare: tuple[str, ...], *, exact: bool = True
+    ) -> None:
+        """Create the object, or replace it where a compared part differs; else no write.
+
+        The API server stores routes, slices and policies as written; a Service gains
+        assigned fields (its ClusterIP), so it is compared on what the body says (`exact`
+        False).
+        """
+        meta = body["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        try:
+            existing = await self._get(resource, namespace, name)
+            if existing is None:
+                await self._client.create(resource.from_dict(body), field_manager=FIELD_MANAGER)
+                self.writes += 1
+                return
+            old_meta = existing.get("metadata") or {}
+            same = (old_meta.get("labels") or {}) == meta["labels"] and all(
+                body.get(part) == existing.get(part)
+                if exact
+                else _subset(body.get(part), existing.get(part))
+                for part in compare
+            )
+            if same:
+                return
+            replacement = dict(body)
+            replacement["metadata"] = {**meta, "resourceVersion": old_meta.get("resourceVersion")}
+            if kind == "Service" and isinstance(existing.get("spec"), dict):
+                # keep what the API server assigned (a ClusterIP cannot change)
+                spec = dict(body["spec"])
+                for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+                    if key in existing["spec"] and spec.get("type") == existing["spec"].get("type"):
+                        spec[key] = existing["spec"][key]
+                replacement["spec"] = spec
+            await self._client.replace(resource.from_dict(replacement), field_manager=FIELD_MANAGER)
+            self.writes += 1
+        except ApiError as err:
+            verb = "create" if "existing" not in locals() or existing is None else "update"
+            raise PublishError(
+                Reason.APPLY_FAILED,
+                f"{verb} global {kind} {namespace}/{name}: {_api(err)}",
+                terminal=False,
+            ) from err
+
+    async def apply(self, plan: Publication, source: SourceKey) -> None:
+        """Services, then slices and policies, then the route, then the pruning."""
+        config = self._config
+        for backend in sorted(plan.backends, key=lambda b: b.service):
+            body = service_body(config, plan, source, backend)
+            await self._ensure(Service, "Service", body, ("spec",), exact=False)
+        for backend in plan.backends:
+            if config.hostname_endpoint_slices:
+                body = endpoint_slice_body(config, plan, source, backend)
+                await self._ensure(
+                    EndpointSlice, "EndpointSlice", body, ("addressType", "endpoints", "ports")
+                )
+            if config.tls_enabled:
+                body = tls_policy_body(config, plan, source, backend)
+                await self._ensure(BackendTLSPolicy, "BackendTLSPolicy", body, ("spec",))
+        await self._ensure(HTTPRoute, "HTTPRoute", route_body(config, plan, source), ("spec",))
+        await self._prune(plan.route_namespace, source, plan.backends)
+
+    async def _prune(self, namespace: str, source: SourceKey, keep: tuple[Backend, ...]) -> None:
+        config = self._config
+        kinds: list[tuple[Any, str, set[str]]] = []
+        # EndpointSlices only where they may exist: their RBAC comes with the mode
+        if config.hostname_endpoint_slices or config.endpoint_slices_enabled:
+            slices = (
+                {endpoint_slice_name(b) for b in keep} if config.hostname_endpoint_slices else set()
+            )
+            kinds.append((EndpointSlice, "EndpointSlice", slices))
+        policies = {b.service for b in keep} if config.tls_enabled else set()
+        kinds.append((BackendTLSPolicy, "BackendTLSPolicy", policies))
+        kinds.append((Service, "Service", {b.service for b in keep}))
+        for resource, kind, wanted in kinds:
+            await self._delete_owned(resource, kind, namespace, source, wanted)
+
+    async def _delete_owned(
+        self, resource: Any, kind: str, namespace: str, source: SourceKey, keep: set[str]
+    ) -> None:
+        selector = source_selector(*source)
+        try:
+            owned = [obj async for obj in self._list(resource, namespace, selector)]
+        except ApiError as err:
+            raise PublishError(
+                Reason.APPLY_FAILED,
+                f"list global {kind}s for {source[0]}/{source[1]}: {_api(err)}",
+                terminal=False,
+            ) from err
+        for obj in owned:
+            name = (obj.get("metadata") or {}).get("name")
+            if name in keep or not owned_by(obj, *source):
+                continue
+            await self._delete(resource, kind, namespace, str(name))
+
+    async def _delete(self, resource: Any, kind: str, namespace: str, name: str) -> None:
+        try:
+            await self._client.delete(resource, name, namespace=namespace)
+            self.writes += 1
+        except ApiError as err:
+            if err.status.code != 404:
+                raise PublishError(
+                    Reason.APPLY_FAILED,
+                    f"delete global {kind} {namespace}/{name}: {_api(err)}",
+                    terminal=False,
+                ) from err
+
+    # --- withdrawal -------------------------------------------------------------------
+
+    async def _claimed_route(self, namespace: str, name: str, source: SourceKey) -> Raw | None:
+        try:
+            route = await self._get(HTTPRoute, namespace, name)
+        except ApiError as err:
+            raise PublishError(
+                Reason.APPLY_FAILED,
+                f"read claimed HTTPRoute {namespace}/{name}: {_api(err)}",
+                terminal=False,
+            ) from err
+        if route is not None and not owned_by(route, *source):
+            raise PublishError(
+                Reason.APPLY_FAILED,
+                f"claimed HTTPRoute {namespace}/{name} is not owned by source {source[0]}/{source[1]}",
+                terminal=False,
+            )
+        return route
+
+    async def zero_route(
+        self, namespace: str, name: str, source: SourceKey, reason: Reason = Reason.DRAIN_FAILED
+    ) -> Raw | None:
+        """Set every weight of a claimed route to 0; returns the route (None if gone)."""
+        route = await self._claimed_route(namespace, name, source)
+        if route is None or not _zero_weights(route):
+            return route
+        try:
+            replaced = await self._client.replace(
+                HTTPRoute.from_dict(route), field_manager=FIELD_MANAGER
+            )
+            self.writes += 1
+        except ApiError as err:
+            raise PublishError(
+                reason,
+                f"zero claimed HTTPRoute {namespace}/{name} backend weights: {_api(err)}",
+                terminal=False,
+            ) from err
+        return _raw(replaced)
+
+    async def withdraw_route(self, namespace: str, name: str, source: SourceKey) -> None:
+        """Zero, delete and confirm the deletion of a claimed route."""
+        route = await self.zero_route(namespace, name, source, Reason.APPLY_FAILED)
+        if route is None:
+            return
+        if not (route.get("metadata") or {}).get("deletionTimestamp"):
+            await self._delete(HTTPRoute, "HTTPRoute", namespace, name)
+        try:
+            remaining = await self._get(HTTPRoute, namespace, name)
+        except ApiError as err:
+            raise PublishError(
+                Reason.APPLY_FAILED,
+                f"confirm claimed HTTPRoute {namespace}/{name} deletion: {_api(err)}",
+                terminal=False,
+            ) from err
+        if remaining is not None:
+            raise PublishError(
+                Reason.APPLY_FAILED,
+                f"claimed HTTPRoute {namespace}/{name} deletion is pending",
+                terminal=False,
+            )
+
+    async def delete_source_objects(self, namespace: str, source: SourceKey) -> None:
+        """Every slice, policy and Service published for the service in one namespace."""
+        await self._prune(namespace, source, ())
+
+
+def _subset(desired: Any, actual: Any) -> bool:
+    """Whether `actual` holds everything `desired` says (the server may add defaults)."""
+    if isinstance(desired, Mapping):
+        if not isinstance(actual, Mapping):
+            return False
+        return all(_subset(v, actual.get(k)) for k, v in desired.items())
+    if isinstance(desired, list):
+        if not isinstance(actual, list) or len(actual) != len(desired):
+            return False
+        return all(_subset(d, a) for d, a in zip(desired, actual, strict=True))
+    return bool(desired == actual)
+
+
+def _zero_weights(route: Raw) -> bool:
+    changed = False
+    for rule in (route.get("spec") or {}).get("rules") or []:
+        for ref in rule.get("backendRefs") or []:
+            if ref.get("weight") != 0:
+                ref["weight"] = 0
+                changed = True
+    return changed
+
+
+def _publishes(route: Mapping[str, Any], gateway: tuple[str, str], host: str) -> bool:
+    """Whether another route lists exactly `host` and attaches to the same Gateway."""
+    spec = route.get("spec") or {}
+    if host not in (spec.get("hostnames") or []):
+        return False
+    route_ns = (route.get("metadata") or {}).get("namespace") or ""
+    for parent in spec.get("parentRefs") or []:
+        if parent.get("group") not in (None, GATEWAY_GROUP):
+            continue
+        if parent.get("kind") not in (None, "Gateway"):
+            continue
+        if (parent.get("namespace") or route_ns, parent.get("name")) == gateway:
+            return True
+    return False

@@ -1,0 +1,194 @@
+"""The publisher's optional settings and its refusals, on a real API server.
+
+Backend TLS and `routeNamespace` as the guide's "Optional settings" show them; the
+reasons `InvalidPlan`, `InvalidOptions` and `InvalidOwner` with OME's messages; and the
+gauge `ome_trafficmap_publication_fallback`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+import yaml
+from controller_harness import condition, eventually, get_map
+from publisher_harness import Scene, gateway_api, scene, values
+
+from ome_routing.core.publication import backend_service_name
+
+__all__ = ["gateway_api", "scene"]  # fixtures
+
+pytestmark = pytest.mark.timeout(240)
+
+GUIDE_TLS = (
+    "-o",
+    'jsonpath={range .items[*]}{.metadata.labels.ome\\.io/placement-cluster}{" "}'
+    '{.spec.validation.hostname}{"\\n"}{end}',
+)
+
+
+async def test_backend_tls_writes_a_policy_per_backend_service(scene: Scene) -> None:
+    ns = scene.namespace
+    await scene.service("chat", {"worker-a": 1, "worker-b": 1})
+    backend = {
+        "rewriteHostname": True,
+        "tls": {"enabled": True, "wellKnownCACertificates": "System"},
+    }
+    await scene.start(values(backendPort=443, gatewayBackend=backend))
+    await scene.published("chat")
+    out = await scene.kubectl(
+        "get",
+        "backendtlspolicies",
+        "-n",
+        ns,
+        "-l",
+        "ome.io/placement-endpoint-isvc=chat",
+        *GUIDE_TLS,
+    )
+    assert sorted(out.splitlines()) == [
+        f"worker-a chat.{ns}.worker-a.example.com",
+        f"worker-b chat.{ns}.worker-b.example.com",
+    ]
+    name = backend_service_name(ns, "chat", "worker-a")
+    policy = await scene.get("backendtlspolicy", name)
+    assert policy is not None
+    assert policy["spec"]["targetRefs"] == [{"group": "", "kind": "Service", "name": name}]
+    assert policy["spec"]["validation"]["wellKnownCACertificates"] == "System"
+
+
+async def test_a_route_namespace_holds_the_route_under_a_hashed_name(scene: Scene) -> None:
+    shared = f"routes-{uuid.uuid4().hex[:6]}"
+    await scene.kubectl("create", "namespace", shared)
+    try:
+        await scene.service("chat", {"worker-a": 1})
+        await scene.start(values(routeNamespace=shared))
+        tmap = await scene.published("chat")
+        ref = tmap["status"]["gatewayRef"]
+        assert ref["namespace"] == shared
+        assert ref["name"].startswith("chat-") and ref["name"].endswith("-global")
+        assert len(ref["name"]) == len("chat-ba4cb5d6-global")
+        route = await scene.kubectl("get", "httproute", ref["name"], "-n", shared, "-o", "yaml")
+        backend = yaml.safe_load(route)["spec"]["rules"][0]["backendRefs"][0]
+        assert backend["namespace"] == shared
+        assert backend["name"] == backend_service_name(scene.namespace, "chat", "worker-a")
+        assert tmap["status"]["publisher"]["claimedTargets"] == [
+            f"v1:httproute:{shared}/{ref['name']}"
+        ]
+    finally:
+        await scene.kubectl("delete", "namespace", shared, "--wait=false", check=False)
+
+
+async def test_an_invalid_global_host_is_an_invalid_plan(scene: Scene) -> None:
+    await scene.service("chat", {"worker-a": 1}, {"ome.io/global-host": "10.1.2.3"})
+    process = await scene.start(values(globalHostTemplate=""))
+    tmap = await scene.published("chat", "InvalidPlan")
+    published = condition(tmap, "Published")
+    assert (published["status"], published["message"]) == ("False", "Publisher plan is invalid")
+    assert 'global hostname: hostname \\"10.1.2.3\\" must not be an IP address' in process.log
+    assert await scene.get("httproute", "chat-global") is None
+
+
+async def test_per_service_publisher_options_are_refused(scene: Scene) -> None:
+    await scene.service("chat", {"worker-a": 1})
+    await scene.kubectl(
+        "patch", "inferenceservice", "chat", "-n", scene.namespace, "--type=merge",
+        "-p", '{"spec": {"routing": {"publisher": {"options": {"zone": "a"}}}}}',
+    )  # fmt: skip
+    process = await scene.start(values())
+    tmap = await scene.published("chat", "InvalidOptions")
+    assert condition(tmap, "Published")["message"] == "Publisher options are invalid"
+    assert "Gateway API publisher does not accept per-InferenceService options: zone" in process.log
+
+
+async def test_a_frozen_map_keeps_its_route_and_reads_invalid_owner(scene: Scene) -> None:
+    """A bad drain annotation freezes the map; the route keeps its last weights."""
+    await scene.service("chat", {"worker-a": 2, "worker-b": 1})
+    process = await scene.start(values())
+    await scene.published("chat")
+    await scene.weights("chat", [2, 1])
+    assert 'ome_trafficmap_publication_fallback{namespace="' + scene.namespace in (
+        await process.metric("ome_trafficmap_publication_fallback")
+    )
+    await scene.kubectl(
+        "annotate", "inferenceservice", "chat", "-n", scene.namespace, "ome.io/traffic-drain=nope"
+    )
+    tmap = await scene.published("chat", "InvalidOwner")
+    assert (
+        condition(tmap, "Published")["message"] == "TrafficMap owner identity is invalid or stale"
+    )
+    await scene.place("chat", {"worker-a": 1, "worker-b": 1})
+    route = await scene.weights("chat", [2, 1])
+    assert route["spec"]["rules"][0]["backendRefs"][0]["weight"] == 2
+    gauge = await process.metric("ome_trafficmap_publication_fallback")
+    assert f'namespace="{scene.namespace}",publisher="gatewayapi",trafficmap="chat"}} 0.0' in gauge
+    tmap = await get_map(scene.plane, "chat", scene.namespace)
+    assert tmap is not None and tmap["status"]["published"] is True
+
+
+async def test_at_rest_nothing_is_written_again_across_resyncs(scene: Scene) -> None:
+    block = values()
+    block["ome"]["multicluster"]["config"]["routing"]["publisher"] = {"resyncInterval": "1s"}
+    await scene.service("chat", {"worker-a": 2, "worker-b": 1})
+    process = await scene.start(block)
+    await scene.published("chat")
+
+    async def versions() -> list[str]:
+        service = backend_service_name(scene.namespace, "chat", "worker-a")
+        found = [
+            await scene.get(k, n)
+            for k, n in (("httproute", "chat-global"), ("service", service), ("trafficmap", "chat"))
+        ]
+        return [str(obj["metadata"]["resourceVersion"]) for obj in found if obj is not None]
+
+    before = await versions()
+    await asyncio.sleep(3.5)  # three resyncs
+    assert await versions() == before
+    assert "publish TrafficMap" not in process.log  # no retried failure either
+
+
+async def test_turning_rewrite_off_removes_the_filters(scene: Scene) -> None:
+    await scene.service("chat", {"worker-a": 1})
+    first = await scene.start(values())
+    await scene.published("chat")
+    await first.stop()
+    await scene.start(values(gatewayBackend={"rewriteHostname": False}))
+
+    async def no_filters() -> bool:
+        route = await scene.get("httproute", "chat-global")
+        return route is not None and "filters" not in route["spec"]["rules"][0]["backendRefs"][0]
+
+    await eventually(no_filters, what="the URLRewrite filters to go")
+
+
+async def test_a_changed_route_namespace_is_refused_until_the_old_route_goes(
+    scene: Scene,
+) -> None:
+    """The guide's warning: the old route keeps its hostname and weights; then it is drained."""
+    old_ns, new_ns = (f"routes-{uuid.uuid4().hex[:6]}" for _ in range(2))
+    for ns in (old_ns, new_ns):
+        await scene.kubectl("create", "namespace", ns)
+    try:
+        await scene.service("chat", {"worker-a": 2, "worker-b": 1})
+        first = await scene.start(values(routeNamespace=old_ns))
+        old_route = (await scene.published("chat"))["status"]["gatewayRef"]["name"]
+        await first.stop()
+        second = await scene.start(values(routeNamespace=new_ns))
+        await scene.published("chat", "ClaimRejected")
+        assert f"is already published by HTTPRoute {old_ns}/{old_route}" in second.log
+        kept = yaml.safe_load(
+            await scene.kubectl("get", "httproute", old_route, "-n", old_ns, "-o", "yaml")
+        )
+        assert [r["weight"] for r in kept["spec"]["rules"][0]["backendRefs"]] == [2, 1]
+
+        await scene.kubectl("delete", "httproute", old_route, "-n", old_ns)
+        await scene.kubectl(
+            "annotate", "inferenceservice", "chat", "-n", scene.namespace, "retry=1"
+        )
+        tmap = await scene.published("chat")
+        assert sorted(tmap["status"]["publisher"]["claimedTargets"]) == sorted(
+            [f"v1:httproute:{old_ns}/{old_route}", f"v1:httproute:{new_ns}/{old_route}"]
+        )
+    finally:
+        for ns in (old_ns, new_ns):
+            await scene.kubectl("delete", "namespace", ns, "--wait=false", check=False)

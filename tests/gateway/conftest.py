@@ -1,0 +1,122 @@
+"""Fixtures for real traffic through a real Gateway API implementation (Traefik) on loopback.
+
+- `gateway_plane` (session): a `LocalControlPlane` with our CRDs and the Gateway API's.
+- `gateway` (session): a `LocalGateway` (Traefik) serving the Gateway `ome-gateway/global` of
+  that control plane, in a private mount namespace whose hosts file the tests extend.
+- `fleet` (session): loopback addresses for workload clusters, one per cluster.
+- `cluster_servers`: a factory of started `ClusterServer`s (model server + capacity reporter)
+  for one test, each on its cluster's address and hostname (mapped in the gateway's hosts
+  file from the start) at a port shared by the test's clusters; stopped after the test.
+- `gateway_namespace`: a fresh namespace for one test, deleted afterwards.
+
+Every test under tests/gateway is marked `gateway`. They need root (a mount namespace, and
+UDP port 53 on a 127.x address for the DNS recorder).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from gw_clusters import ClusterServer, Fleet, StartServers, home_host
+
+from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools
+from ome_routing.devcluster.gateway import LocalGateway
+from ome_routing.devcluster.gateway_tools import ensure_gateway_api_crds, ensure_traefik
+from ome_routing.devcluster.processes import free_ports
+
+GATEWAY_DIR = Path(__file__).parent
+# The e2e suite's controller harness (ControllerProcess, placement helpers) is shared.
+if str(GATEWAY_DIR.parent / "e2e") not in sys.path:
+    sys.path.append(str(GATEWAY_DIR.parent / "e2e"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if GATEWAY_DIR in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.gateway)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the binaries and Traefik before any test runs (a first build takes minutes)."""
+    if session.config.option.collectonly or not any(
+        GATEWAY_DIR in Path(str(item.path)).parents for item in session.items
+    ):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(message: str) -> None:
+        if reporter is not None:
+            reporter.write_line(f"[dev tools] {message}")
+        else:
+            print(f"[dev tools] {message}", file=sys.stderr, flush=True)
+
+    ensure_tools(progress=progress)
+    ensure_traefik(progress=progress)
+    ensure_gateway_api_crds(progress=progress)
+
+
+@pytest.fixture(scope="session")
+def gateway_tools() -> Tools:
+    return ensure_tools()
+
+
+@pytest.fixture(scope="session")
+def gateway_plane(gateway_tools: Tools) -> Iterator[LocalControlPlane]:
+    with LocalControlPlane(tools=gateway_tools, gateway_api=True) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def gateway(gateway_plane: LocalControlPlane, fleet: Fleet) -> Iterator[LocalGateway]:
+    with LocalGateway(gateway_plane, fleet.hosts()) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def fleet() -> Fleet:
+    return Fleet()
+
+
+@pytest.fixture
+async def gateway_namespace(gateway_plane: LocalControlPlane) -> AsyncIterator[str]:
+    created = await asyncio.to_thread(
+        gateway_plane.kubectl,
+        "create",
+        "-o",
+        "jsonpath={.metadata.name}",
+        "-f",
+        "-",
+        input='{"apiVersion": "v1", "kind": "Namespace", "metadata": {"generateName": "gw-"}}',
+    )
+    name = created.stdout.strip()
+    try:
+        yield name
+    finally:
+        await asyncio.to_thread(gateway_plane.delete_namespace, name)
+
+
+@pytest.fixture
+async def cluster_servers(gateway: LocalGateway, fleet: Fleet) -> AsyncIterator[StartServers]:
+    """`await cluster_servers(["worker-a", "worker-b"])` -> {cluster: server}."""
+    started: list[ClusterServer] = []
+
+    async def start(clusters: list[str]) -> dict[str, ClusterServer]:
+        # One port for all of them: a backend port is one number for every home of a route.
+        (port,) = free_ports(1)
+        servers = {
+            c: await ClusterServer(c, fleet.address(c), port, home_host(c)).start()
+            for c in clusters
+        }
+        started.extend(servers.values())
+        return servers
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            await server.stop()
