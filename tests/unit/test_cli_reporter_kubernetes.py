@@ -42,3 +42,12 @@ def test_without_credentials_it_says_it_cannot_reach_the_api_server(
     result = CliRunner().invoke(reporter, ["--kubernetes", "--port", "0"])
     assert result.exit_code == 1
     assert "connect to the API server:" in result.output
+
+
+def test_the_demo_refuses_the_kubernetes_reporter_with_traffic() -> None:
+    """The traffic step serves each home's model server beside fixed-count reporters."""
+    from ome_routing.cli.demo import demo
+
+    result = CliRunner().invoke(demo, ["--kubernetes-reporter", "--traffic"])
+    assert result.exit_code == 2
+    assert "--kubernetes-reporter and --traffic can't be combined" in result.output
