@@ -105,6 +105,8 @@ def test_an_answer_is_a_status_or_stall(text: str) -> None:
 
 
 def test_the_cli_needs_a_health_path_for_a_health_file(tmp_path: Path) -> None:
-    result = CliRunner().invoke(reporter, ["--servable", "2", "--health-file", str(tmp_path / "h")])
+    result = CliRunner().invoke(
+        reporter, ["--servable", "2", "--serve-health-file", str(tmp_path / "h")]
+    )
     assert result.exit_code == 2
-    assert "--health-file needs --health-path" in result.output
+    assert "--serve-health-file needs --serve-health-path" in result.output

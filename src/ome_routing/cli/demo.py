@@ -22,12 +22,18 @@ _PACKAGE_REPO = Path(__file__).resolve().parents[3]
     "and print how to reach them with kubectl.",
 )
 @click.option(
+    "--kubernetes-reporter",
+    is_flag=True,
+    help="Count each home's replicas from Pod objects with `reporter --kubernetes`, "
+    "instead of fixed counts.",
+)
+@click.option(
     "--traffic",
     is_flag=True,
     help="Also publish the TrafficMap to a local gateway (Traefik, built once into the cache "
     "by `ome-routing dev tools`) and send requests through it after Step 3. Needs root.",
 )
-def demo(keep: bool, traffic: bool) -> None:
+def demo(keep: bool, kubernetes_reporter: bool, traffic: bool) -> None:
     """Run capacity polling end to end on a local control plane, and check the outputs.
 
     Starts etcd and kube-apiserver on 127.0.0.1 (the first run builds them), registers the
@@ -45,9 +51,14 @@ def demo(keep: bool, traffic: bool) -> None:
     Exits 0 when every output matches, 1 when one differs or a step fails, 130 on Ctrl-C.
     Everything it started is stopped before it exits.
     """
+    if kubernetes_reporter and traffic:
+        raise click.UsageError("--kubernetes-reporter and --traffic can't be combined")
     try:
         repo = find_repo([Path.cwd(), _PACKAGE_REPO])
-        ok = run_demo(DemoOptions(repo=repo, keep=keep, traffic=traffic))
+        options = DemoOptions(
+            repo=repo, keep=keep, kubernetes_reporter=kubernetes_reporter, traffic=traffic
+        )
+        ok = run_demo(options)
     except (DemoError, ControlPlaneError, ToolsError, PkiError) as err:
         raise click.ClickException(str(err)) from None
     except KeyboardInterrupt:

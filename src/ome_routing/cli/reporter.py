@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from aiohttp import web
 
+from ome_routing.cli.reporter_kubernetes import kubernetes_options, run_kubernetes
 from ome_routing.reporter.health import FileHealth, SwitchableHealth, add_health_route
 from ome_routing.reporter.server import CountSource, FileCount, StaticCount, make_app
 
@@ -26,25 +28,44 @@ from ome_routing.reporter.server import CountSource, FileCount, StaticCount, mak
     "--path", "path", default="/capacity", show_default=True, help="Path that answers polls."
 )
 @click.option(
-    "--health-path",
-    help="Also answer a model server's health path (such as /v1/models) for health probes.",
+    "--serve-health-path",
+    "serve_health_path",
+    help="Also answer a model server's health path (such as /v1/models) for health probes, "
+    "as a stand-in for the model server.",
 )
 @click.option(
-    "--health-file",
+    "--serve-health-file",
+    "serve_health_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="A file holding the health answer: a status such as 200 or 503, or 'stall'; "
+    help="A file holding that health answer: a status such as 200 or 503, or 'stall'; "
     "missing means 200. Rewrite it to switch the answer while the reporter runs.",
 )
+@kubernetes_options
 def reporter(
     servable: int | None,
     servable_file: Path | None,
     host: str,
     port: int,
     path: str,
-    health_path: str | None,
-    health_file: Path | None,
+    serve_health_path: str | None,
+    serve_health_file: Path | None,
+    **options: Any,
 ) -> None:
-    """Serve capacity reports in the Report format for one home."""
+    """Serve capacity reports in the Report format for one home.
+
+    With --kubernetes, serve every InferenceService of this cluster, counted from its API.
+    """
+    if not path.startswith("/"):
+        raise click.BadParameter(f"{path!r} must start with /", param_hint="--path")
+    if options["kubernetes"]:
+        if servable is not None or servable_file is not None:
+            raise click.UsageError("--kubernetes takes neither --servable nor --servable-file")
+        if serve_health_path is not None or serve_health_file is not None:
+            raise click.UsageError(
+                "--kubernetes takes neither --serve-health-path nor --serve-health-file"
+            )
+        run_kubernetes(host, port, path, options)
+        return
     source: CountSource
     if servable is not None and servable_file is None:
         source = StaticCount(servable)
@@ -52,19 +73,19 @@ def reporter(
         source = FileCount(servable_file)
     else:
         raise click.UsageError("give exactly one of --servable or --servable-file")
-    if not path.startswith("/"):
-        raise click.BadParameter(f"{path!r} must start with /", param_hint="--path")
-    if health_file is not None and health_path is None:
-        raise click.UsageError("--health-file needs --health-path")
+    if serve_health_file is not None and serve_health_path is None:
+        raise click.UsageError("--serve-health-file needs --serve-health-path")
     app = make_app(source, path)
-    if health_path is not None:
-        if not health_path.startswith("/") or health_path == path:
+    if serve_health_path is not None:
+        if not serve_health_path.startswith("/") or serve_health_path == path:
             raise click.BadParameter(
-                f"{health_path!r} must start with / and differ from --path",
-                param_hint="--health-path",
+                f"{serve_health_path!r} must start with / and differ from --path",
+                param_hint="--serve-health-path",
             )
-        health = FileHealth(health_file) if health_file is not None else SwitchableHealth()
-        add_health_route(app, health, health_path)
-        click.echo(f"health on http://{host}:{port}{health_path}", err=True)
+        health = (
+            FileHealth(serve_health_file) if serve_health_file is not None else SwitchableHealth()
+        )
+        add_health_route(app, health, serve_health_path)
+        click.echo(f"health on http://{host}:{port}{serve_health_path}", err=True)
     click.echo(f"reporting on http://{host}:{port}{path}", err=True)
     web.run_app(app, host=host, port=port, print=None)

@@ -34,6 +34,7 @@ import yaml
 
 from ome_routing.demo import probes, spec
 from ome_routing.demo.controller import ControllerError, ControllerProcess
+from ome_routing.demo.kubereporters import KubernetesReporters
 from ome_routing.demo.narration import Narrator
 from ome_routing.demo.reporters import LoopbackReporters
 from ome_routing.demo.traffic import (
@@ -67,6 +68,7 @@ class DemoOptions:
     keep: bool = False
     ceiling_timeout: float = 90.0  # quorum 3 at period 10s gives ceilings after about 20s
     fallback_timeout: float = 45.0  # the next poll (period 10s) fails, then one map write
+    kubernetes_reporter: bool = False  # count from Pod objects (demo.kubereporters)
     traffic: bool = False  # publish to a local Traefik and send requests through it
     traffic_timeout: float = 90.0  # a new ceiling needs quorum 2 at period 10s, then the route
 
@@ -206,6 +208,9 @@ class Demo:
         self._run(f"kubectl apply -f - <<'EOF'\n{workload_clusters_manifest(list(HOMES))}EOF")
 
     def _start_reporters(self, stack: contextlib.ExitStack) -> None:
+        if self.options.kubernetes_reporter:
+            self._start_kubernetes_reporter(stack)
+            return
         self.say.step("Start a capacity reporter for each home, on loopback")
         homes = None
         if self.options.traffic:
@@ -221,6 +226,20 @@ class Demo:
                 f'{{"servable": {reporter.servable}, "observedAt": "<now>"}}'
             )
         self.say.detail("each URL stands in for the route to the reporter on that workload cluster")
+
+    def _start_kubernetes_reporter(self, stack: contextlib.ExitStack) -> None:
+        assert self.plane is not None
+        self.say.step("Start one Kubernetes-backed capacity reporter for both homes")
+        reporters = KubernetesReporters(self.plane, spec.NAME, HOMES)
+        stack.callback(reporters.close)
+        reporters.start()
+        self.reporters = reporters  # type: ignore[assignment]
+        for home in reporters:
+            self.say.say(
+                f"{home.name}: {home.poll_url} counts the Ready pods of "
+                f"{home.name}/{home.service}: {home.servable}"
+            )
+        self.say.detail("the pods are Pod objects on the local control plane, with Ready set")
 
     def _create_service(self) -> None:
         assert self.reporters is not None
