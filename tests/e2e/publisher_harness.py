@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 from controller_harness import ControllerProcess, eventually, get_map, kubectl
-from gatewayapi_crds import install_gateway_api
 
 from ome_routing.devcluster import LocalControlPlane
+from ome_routing.devcluster.gateway_tools import install_gateway_api_crds
 
 GUIDE_ROUTE = (
     "-o",
@@ -55,7 +55,7 @@ def values(**endpoint: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def gateway_api(control_plane: LocalControlPlane) -> LocalControlPlane:
-    install_gateway_api(control_plane)
+    install_gateway_api_crds(control_plane.kubectl, control_plane.wait_established)
     return control_plane
 
 

@@ -8,6 +8,8 @@ reporter watches them and answers each home's poll at its shared-host URL,
 `/<home>/<name>/capacity`, so the counts come from the pods, as on a real workload cluster.
 
 `route_to_model_server()` makes one home's URLs answer 404, as `LoopbackReporters` does.
+Each home's `/<home>/<name>/v1/models` stands in for its model server's health path, for
+the health probe steps: 200 until the demo switches `health`.
 The reporter runs on an event loop in a daemon thread and binds only 127.0.0.1.
 """
 
@@ -24,9 +26,12 @@ from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 
 from ome_routing.devcluster import LocalControlPlane
+from ome_routing.reporter.health import SwitchableHealth, health_handler
 from ome_routing.reporter.kubernetes import KubernetesReporter
 
 POLL_PATH = "/capacity"
+#: The model server's path that health probes ask, under each home's endpoint.
+HEALTH_PATH = "/v1/models"
 _T = TypeVar("_T")
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -40,6 +45,13 @@ class KubernetesHome:
         self.servable = servable
         self.base = ""
         self.missed = threading.Event()
+        #: the model server's answer at `health_path`, switched while the demo runs
+        self.health = SwitchableHealth()
+        self.answer_health = health_handler(self.health)
+
+    @property
+    def health_path(self) -> str:
+        return f"/{self.name}/{self.service}{HEALTH_PATH}"
 
     @property
     def endpoint(self) -> str:
@@ -139,6 +151,8 @@ class KubernetesReporters:
         @web.middleware
         async def model_server(request: web.Request, handler: _Handler) -> web.StreamResponse:
             home = self._homes.get(request.path.split("/")[1] if "/" in request.path else "")
+            if home is not None and request.path == home.health_path:
+                return await home.answer_health(request)
             if home is not None and home.missed.is_set():
                 return web.Response(status=404, text="404 page not found\n")
             return await handler(request)

@@ -127,7 +127,7 @@ class LocalControlPlane:
                 if manifests:
                     self.install_crds(manifests)
             if self._gateway_api:
-                install_gateway_api_crds(self.kubectl)
+                install_gateway_api_crds(self.kubectl, self.wait_established)
         except BaseException:
             self.stop()
             raise
@@ -246,7 +246,30 @@ class LocalControlPlane:
         """Apply CRD manifests and wait until every one of them is Established."""
         files = [arg for path in manifests for arg in ("-f", str(path))]
         self.kubectl("apply", *files)
-        self.kubectl("wait", "--for=condition=Established", f"--timeout={timeout:.0f}s", *files)
+        self.wait_established(files, timeout)
+
+    def wait_established(self, files: Sequence[str], timeout: float = 60.0) -> None:
+        """Wait until the CRDs of `files` (`-f PATH` pairs) are Established.
+
+        A CRD created a moment ago may have no `status.conditions` yet, and `kubectl wait`
+        then fails at once instead of waiting: that one failure is retried until `timeout`.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(1.0, deadline - time.monotonic())
+            result = self.kubectl(
+                "wait", "--for=condition=Established", f"--timeout={left:.0f}s", *files,
+                check=False,
+            )  # fmt: skip
+            if result.returncode == 0:
+                return
+            not_yet = ".status.conditions accessor error" in result.stderr
+            if not not_yet or time.monotonic() >= deadline:
+                raise ControlPlaneError(
+                    f"kubectl wait --for=condition=Established {' '.join(files)} failed "
+                    f"({result.returncode}): {(result.stderr or result.stdout).strip()}"
+                )
+            time.sleep(0.2)
 
     def delete_namespace(self, name: str) -> None:
         """Delete a namespace and everything in it, now.

@@ -87,7 +87,7 @@ class LocalGateway:
         self._dir.mkdir(parents=True, exist_ok=True)
         self._port = self._port or processes.free_ports(1)[0]
         try:
-            install_gateway_api_crds(self.plane.kubectl)
+            install_gateway_api_crds(self.plane.kubectl, self.plane.wait_established)
             self.plane.kubectl("apply", "-f", "-", input=self.manifests())
             self._sandbox = NameSandbox(self._dir / "names", self._hosts).start()
             argv = self._sandbox.wrap([*self._environment(), str(traefik), *self.traefik_args()])

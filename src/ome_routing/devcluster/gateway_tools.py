@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -175,9 +176,12 @@ def _fetch_crds(module_dir: Path, target: Path, version: str, say: Progress) -> 
 
 
 def install_gateway_api_crds(
-    kubectl: KubectlRunner, progress: Progress | None = None, timeout: float = 60.0
+    kubectl: KubectlRunner,
+    wait_established: Callable[[Sequence[str], float], None],
+    progress: Progress | None = None,
+    timeout: float = 60.0,
 ) -> list[Path]:
-    """Apply the Gateway API CRDs and wait until each is Established.
+    """Apply the Gateway API CRDs and wait (`LocalControlPlane.wait_established`) for each.
 
     Server-side apply: the HTTPRoute CRD (about 340 kB) is larger than the annotation a
     client-side apply would store it in (256 kB).
@@ -185,5 +189,5 @@ def install_gateway_api_crds(
     manifests = sorted(ensure_gateway_api_crds(progress).glob("*.yaml"))
     files = [arg for path in manifests for arg in ("-f", str(path))]
     kubectl("apply", "--server-side", "--field-manager=ome-routing-dev", *files)
-    kubectl("wait", "--for=condition=Established", f"--timeout={timeout:.0f}s", *files)
+    wait_established(files, timeout)
     return manifests

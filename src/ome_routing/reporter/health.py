@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -79,10 +80,8 @@ class FileHealth:
             return 500
 
 
-def add_health_route(app: web.Application, source: HealthSource, path: str = "/v1/models") -> None:
-    """Answer GET, HEAD and POST at `path` with the source's current answer."""
-    if not path.startswith("/"):
-        raise ValueError(f"path {path!r} must start with /")
+def health_handler(source: HealthSource) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """A request handler that answers with the source's current answer."""
 
     async def health(request: web.Request) -> web.Response:
         answer = source.answer()
@@ -94,6 +93,14 @@ def add_health_route(app: web.Application, source: HealthSource, path: str = "/v
             return web.Response(body=_MODELS, content_type="application/json")
         return web.Response(status=answer, text=f"health answer {answer}")
 
+    return health
+
+
+def add_health_route(app: web.Application, source: HealthSource, path: str = "/v1/models") -> None:
+    """Answer GET, HEAD and POST at `path` with the source's current answer."""
+    if not path.startswith("/"):
+        raise ValueError(f"path {path!r} must start with /")
+    health = health_handler(source)
     # aiohttp answers HEAD through the GET route
     app.router.add_route("GET", path, health)
     app.router.add_route("POST", path, health)
