@@ -55,6 +55,7 @@ from ome_routing.observer import (
     PollEvent,
     RequestBudget,
     eventloop,
+    pace_collections,
     tune_gc,
 )
 
@@ -181,6 +182,8 @@ async def run_phase(args: argparse.Namespace, endpoint: str) -> dict[str, object
     """One phase, in this (fresh) process: what it measured, for the parent to print."""
     collections = Collections()
     result: dict[str, object] = {}
+    # the collector paced from the event loop, as the controller runs it
+    pacer = None if args.no_tune_gc else asyncio.ensure_future(pace_collections())
     # with --together, (b) and (c) measure over the same seconds, from `start_at` on
     lead = 2.0 if args.start_at is None else args.start_at - time.time()
     if args.phase == "bare":
@@ -217,6 +220,8 @@ async def run_phase(args: argparse.Namespace, endpoint: str) -> dict[str, object
         result.update(rate=rate, cpu=cpu, failed=recorder.failures)
         result["lags"] = interval_lags(recorder, args.lag_period)
     result["longest_gc"] = collections.longest
+    if pacer is not None:
+        pacer.cancel()
     return result
 
 
