@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import platform
 import weakref
 from collections.abc import Iterator
 
@@ -16,8 +17,10 @@ from ome_routing.observer.tuning import (
     FULL_EVERY,
     MIDDLE_THRESHOLD,
     OLD_THRESHOLD,
+    TRIM_EVERY,
     YOUNG_THRESHOLD,
     generation_at,
+    heap_trimmer,
 )
 
 
@@ -85,3 +88,12 @@ async def test_paced_collections_free_cycles_the_collector_would_not_reach_itsel
         await asyncio.gather(pacer, return_exceptions=True)
     assert generations
     assert set(generations) == {1}
+
+
+def test_the_c_heap_is_trimmed_where_glibc_provides_it() -> None:
+    trim = heap_trimmer()
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("no glibc: nothing to trim with")
+    assert trim is not None
+    trim()
+    assert TRIM_EVERY * BEAT_SECONDS <= 60
