@@ -98,8 +98,9 @@ class Collections:
 
     def __init__(self) -> None:
         self.longest = 0.0
-        #: the longest since `measure()`: while the phase measures, set-up left out
+        #: the longest between `measure()` and `done()`: set-up and stop left out
         self.longest_measured = 0.0
+        self._measuring = False
         #: the same in CPU seconds: a collection that waited for the CPU counts less
         self.longest_measured_cpu = 0.0
         self._start = 0.0
@@ -108,6 +109,10 @@ class Collections:
 
     def measure(self) -> None:
         self.longest_measured = self.longest_measured_cpu = 0.0
+        self._measuring = True
+
+    def done(self) -> None:
+        self._measuring = False
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
@@ -115,9 +120,10 @@ class Collections:
         else:
             took = time.perf_counter() - self._start
             self.longest = max(self.longest, took)
-            self.longest_measured = max(self.longest_measured, took)
-            cpu = time.process_time() - self._start_cpu
-            self.longest_measured_cpu = max(self.longest_measured_cpu, cpu)
+            if self._measuring:
+                cpu = time.process_time() - self._start_cpu
+                self.longest_measured = max(self.longest_measured, took)
+                self.longest_measured_cpu = max(self.longest_measured_cpu, cpu)
 
 
 class Recorder:
@@ -177,6 +183,7 @@ async def observe(
         await asyncio.sleep(seconds)
         polls = recorder.count - count0
         cpu, wall = time.process_time() - cpu0, time.monotonic() - t0
+        collections.done()
         await observer.stop()
     return recorder, polls / wall, cpu / max(polls, 1) * 1000
 
