@@ -55,8 +55,10 @@ from ome_routing.observer import (
     PollEvent,
     RequestBudget,
     eventloop,
+    pace_collections,
     tune_gc,
 )
+from ome_routing.observer.tuning import MIDDLE_THRESHOLD, YOUNG_THRESHOLD
 
 
 def run_wrk(url: str, connections: int, seconds: float) -> float:
@@ -96,14 +98,32 @@ class Collections:
 
     def __init__(self) -> None:
         self.longest = 0.0
+        #: the longest between `measure()` and `done()`: set-up and stop left out
+        self.longest_measured = 0.0
+        self._measuring = False
+        #: the same in CPU seconds: a collection that waited for the CPU counts less
+        self.longest_measured_cpu = 0.0
         self._start = 0.0
+        self._start_cpu = 0.0
         gc.callbacks.append(self._callback)
+
+    def measure(self) -> None:
+        self.longest_measured = self.longest_measured_cpu = 0.0
+        self._measuring = True
+
+    def done(self) -> None:
+        self._measuring = False
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._start = time.perf_counter()
+            self._start, self._start_cpu = time.perf_counter(), time.process_time()
         else:
-            self.longest = max(self.longest, time.perf_counter() - self._start)
+            took = time.perf_counter() - self._start
+            self.longest = max(self.longest, took)
+            if self._measuring:
+                cpu = time.process_time() - self._start_cpu
+                self.longest_measured = max(self.longest_measured, took)
+                self.longest_measured_cpu = max(self.longest_measured_cpu, cpu)
 
 
 class Recorder:
@@ -144,6 +164,7 @@ async def observe(
     seconds: float,
     warmup: float,
     keep_times: bool,
+    collections: Collections,
 ) -> tuple[Recorder, float, float]:
     """Run the observer; returns its recorder, polls/s and CPU seconds per 1,000 polls."""
     recorder = Recorder(keep_times)
@@ -157,10 +178,12 @@ async def observe(
         recorder.keep_times = False  # the intervals of the warm-up are not counted
         await asyncio.sleep(warmup)
         recorder.keep_times = keep_times
+        collections.measure()
         count0, cpu0, t0 = recorder.count, time.process_time(), time.monotonic()
         await asyncio.sleep(seconds)
         polls = recorder.count - count0
         cpu, wall = time.process_time() - cpu0, time.monotonic() - t0
+        collections.done()
         await observer.stop()
     return recorder, polls / wall, cpu / max(polls, 1) * 1000
 
@@ -181,6 +204,8 @@ async def run_phase(args: argparse.Namespace, endpoint: str) -> dict[str, object
     """One phase, in this (fresh) process: what it measured, for the parent to print."""
     collections = Collections()
     result: dict[str, object] = {}
+    # the collector paced from the event loop, as the controller runs it
+    pacer = None if args.no_tune_gc or args.no_pace else asyncio.ensure_future(pace_collections())
     # with --together, (b) and (c) measure over the same seconds, from `start_at` on
     lead = 2.0 if args.start_at is None else args.start_at - time.time()
     if args.phase == "bare":
@@ -202,6 +227,7 @@ async def run_phase(args: argparse.Namespace, endpoint: str) -> dict[str, object
             args.seconds,
             lead,
             False,
+            collections,
         )
         result.update(rate=rate, cpu=cpu, failed=recorder.failures)
     else:
@@ -213,10 +239,15 @@ async def run_phase(args: argparse.Namespace, endpoint: str) -> dict[str, object
             args.lag_seconds,
             args.lag_warmup,
             True,
+            collections,
         )
         result.update(rate=rate, cpu=cpu, failed=recorder.failures)
         result["lags"] = interval_lags(recorder, args.lag_period)
     result["longest_gc"] = collections.longest
+    result["longest_gc_measured"] = collections.longest_measured
+    result["longest_gc_measured_cpu"] = collections.longest_measured_cpu
+    if pacer is not None:
+        pacer.cancel()
     return result
 
 
@@ -292,7 +323,9 @@ def report(args: argparse.Namespace, endpoint: str, wrk_rate: float) -> None:
     print(
         f"(d) observer, {args.lag_homes} homes every {args.lag_period}s: "
         f"{lagged['rate']:9.0f} polls/s  ({lagged['cpu']:.3f} CPU s per 1,000; "
-        f"{lagged['failed']} failed; longest GC {lagged['longest_gc'] * 1000:.1f} ms)"
+        f"{lagged['failed']} failed; longest GC {lagged['longest_gc'] * 1000:.1f} ms, "
+        f"after the warm-up {lagged['longest_gc_measured'] * 1000:.1f} ms, "
+        f"{lagged['longest_gc_measured_cpu'] * 1000:.1f} ms of CPU)"
     )
     if lags:
         print(
@@ -335,6 +368,12 @@ def main() -> None:
         help="keep CPython's garbage-collector defaults instead of observer.tune_gc()",
     )
     parser.add_argument(
+        "--no-pace",
+        action="store_true",
+        help="tune_gc() without pace_collections(): the collector's own triggers, full "
+        "collections every 10 middle ones (as before the event loop paced it)",
+    )
+    parser.add_argument(
         "--no-pin",
         action="store_true",
         help="let the scheduler place processes instead of pinning nginx and this one",
@@ -367,6 +406,8 @@ def main() -> None:
     if args.phase is not None:
         if not args.no_tune_gc:
             tune_gc()  # as the controller does at startup
+            if args.no_pace:
+                gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, 10)
         print(json.dumps(eventloop.run(run_phase(args, args.endpoint), args.loop)))
         return
     for tool in ("nginx", "wrk"):
@@ -374,6 +415,8 @@ def main() -> None:
             raise SystemExit(f"{tool} is missing: apt-get install -y nginx-light wrk")
     if not args.no_tune_gc:
         tune_gc()  # to show the thresholds each phase runs with
+        if args.no_pace:
+            gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, 10)
     print(
         f"python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, {os.cpu_count()} CPUs, "
         f"gc thresholds {gc.get_threshold()}, loop {args.loop}, load average {load_average()}"

@@ -36,7 +36,7 @@ from ome_routing.kube.leader import LeaderElector
 from ome_routing.kube.publisher import Publisher
 from ome_routing.logs import configure
 from ome_routing.metrics import RoutingMetrics
-from ome_routing.observer import eventloop, tune_gc
+from ome_routing.observer import eventloop, pace_collections, tune_gc
 
 log = logging.getLogger("ome_routing.setup")
 
@@ -166,7 +166,8 @@ async def _serve(options: dict[str, Any]) -> int:
         return 1
 
     # Everything made so far lives as long as the process: keep the collector off it, so
-    # that full collections do not stall the polls of thousands of homes.
+    # that full collections do not stall the polls of thousands of homes; the event loop
+    # collects a little and often instead.
     tune_gc()
     ready = asyncio.Event()
     runner = web.AppRunner(_health_app(metrics, ready), access_log=None)
@@ -213,6 +214,7 @@ async def _serve(options: dict[str, Any]) -> int:
         work = asyncio.ensure_future(lead())
     ready.set()
     stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    pacer = asyncio.ensure_future(pace_collections())
     try:
         await asyncio.wait([work, stopping], return_when=asyncio.FIRST_COMPLETED)
         if work.done() and not work.cancelled() and work.exception() is not None:
@@ -222,7 +224,8 @@ async def _serve(options: dict[str, Any]) -> int:
     finally:
         work.cancel()
         stopping.cancel()
-        await asyncio.gather(work, stopping, return_exceptions=True)
+        pacer.cancel()
+        await asyncio.gather(work, stopping, pacer, return_exceptions=True)
         await runner.cleanup()
         await client.close()
         log.info("stopped")

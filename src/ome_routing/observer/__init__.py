@@ -9,7 +9,8 @@ failures to the core. It never computes weights.
   canonical endpoint, Go's `url.JoinPath`).
 - `Observer` (observer): one schedule and one window per home; verdict changes.
 - `failures`: the fallback reason families, and `Outcome` for counting polls.
-- `tune_gc` (tuning): the garbage-collector settings the controller applies at startup.
+- `tune_gc`, `pace_collections` (tuning): the garbage-collector settings the controller
+  applies at startup, and the collections its event loop runs a little and often.
 - `eventloop`: the controller's event loop, uvloop's where installed, asyncio's otherwise.
 - `transport`: the polls' HTTP/1.1 connections, parsed by llhttp.
 """
@@ -33,7 +34,7 @@ from ome_routing.observer.polling import (
     poll_target,
     request_for_url,
 )
-from ome_routing.observer.tuning import tune_gc
+from ome_routing.observer.tuning import pace_collections, tune_gc
 
 __all__ = [
     "NoStats",
@@ -50,6 +51,7 @@ __all__ = [
     "Slot",
     "build_request",
     "join_poll_url",
+    "pace_collections",
     "poll_target",
     "request_for_url",
     "tune_gc",

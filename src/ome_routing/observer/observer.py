@@ -44,6 +44,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
+from functools import lru_cache
 from typing import NamedTuple, Protocol
 
 from ome_routing.core.capacity import (
@@ -159,7 +160,15 @@ _NOT_SUBMITTED = {
 }
 
 
+@lru_cache(maxsize=1024)
+def _shared(policy: CapacityPolicy) -> CapacityPolicy:
+    """The first of the equal policies seen: homes of one service share one object."""
+    return policy
+
+
+@lru_cache(maxsize=1024)
 def _settings(policy: CapacityPolicy) -> WindowSettings:
+    """One window settings object for the homes of equal policies."""
     return WindowSettings(samples=policy.samples, quorum=policy.quorum, max_age=policy.max_age)
 
 
@@ -217,7 +226,7 @@ class Observer:
             return home.verdict
         if home is not None:
             self._retire(home)
-        fresh = self._new_home(key, endpoint, policy)
+        fresh = self._new_home(key, endpoint, _shared(policy))
         self._homes[key] = fresh
         if self._phase is _Phase.RUNNING:
             self._launch(fresh, spread=False)
