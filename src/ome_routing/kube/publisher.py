@@ -170,7 +170,10 @@ class Publisher:
         ]
         try:
             await asyncio.gather(self._maps.synced.wait(), self._isvcs.synced.wait())
-            tasks.append(asyncio.create_task(self._worker(), name="publisher"))
+            # as many workers as the routing reconciler has (`maxConcurrentReconciles`): the
+            # queue hands a map to one worker at a time, and a publish waits on the API
+            for _ in range(max(1, self._config.observer.max_concurrent_reconciles)):
+                tasks.append(asyncio.create_task(self._worker(), name="publisher"))
             tasks.append(asyncio.create_task(self._resync(), name="publisher-resync"))
             self.synced.set()
             log.info("TrafficMap publisher started", extra={"publisher": "gatewayapi"})
