@@ -1,4 +1,4 @@
-"""The observer: owns time and I/O for capacity polls (and later health probes).
+"""The observer: owns time and I/O for capacity polls and health probes.
 
 It schedules one poll per home, shares the request budget, and hands readings and
 failures to the core. It never computes weights.
