@@ -506,8 +506,10 @@ async def test_an_override_id_that_is_no_dns_name_is_applied_as_in_ome(scene: Sc
     await annotate_drain(scene, '{"Maint 1":{"cluster":"worker-b","reason":"disk swap"}}')
 
     async def drained() -> dict[str, Any] | None:
+        # the spec and the status are two writes: wait for both
         tmap = await scene.map()
-        return tmap if entry(tmap, "worker-b").get("drainRefs") == ["Maint 1"] else None
+        held = entry(tmap, "worker-b").get("drainRefs") == ["Maint 1"]
+        return tmap if held and condition(tmap, "OverrideActive")["status"] == "True" else None
 
     tmap = await eventually(drained, what="worker-b held by the override")
     assert [(e["cluster"], e["weight"]) for e in tmap["spec"]["entries"]] == [
@@ -591,7 +593,10 @@ async def test_a_service_that_is_no_longer_placed_loses_its_entries(scene: Scene
 
     async def emptied() -> dict[str, Any] | None:
         tmap = await scene.map()
-        return tmap if tmap is not None and "entries" not in tmap["spec"] else None
+        if tmap is None or "entries" in tmap["spec"]:
+            return None
+        # the spec and the status are two writes: wait for both
+        return tmap if condition(tmap, "Routable")["reason"] == "NotPlaced" else None
 
     tmap = await eventually(emptied, what="the table to be left out")
     assert tmap["spec"]["mode"] == "All"

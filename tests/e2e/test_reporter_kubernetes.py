@@ -125,8 +125,13 @@ async def test_the_ceiling_follows_pods_going_unready_failing_health_and_termina
     await start_terminating(control_plane, f"{SERVICE}-engine-0", namespace)
     await until_reported(control_plane, namespace, 2)
 
-    tmap = await get_map(control_plane, SERVICE, namespace)
-    assert entry(tmap, "worker-a")["capacity"]["source"] == "Endpoint"
+    async def bound() -> bool:
+        # the ceiling is the window's quorum-th lowest (samples 3, quorum 2), so it binds
+        # from the second reading of 2 on, a poll after `reported` shows the first
+        tmap = await get_map(control_plane, SERVICE, namespace)
+        return entry(tmap, "worker-a")["capacity"]["source"] == "Endpoint"
+
+    await eventually(bound, 30, "the reported ceiling to bind")
     metrics = (await reporter.get("/metrics"))[1]
     assert (
         f'ome_routing_reporter_servable{{inferenceservice="{SERVICE}",namespace="{namespace}"}} 2.0'
