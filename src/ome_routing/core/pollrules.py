@@ -331,6 +331,20 @@ def bounds_problem(poll: PollFields, limits: ObserverLimits) -> str | None:
     return None
 
 
+def service_request_problem(field: str, path: str, method: str) -> str | None:
+    """The request rules a service's poll and probe share, first in OME's per-service
+    order for both: a path beginning with `/`, then a method OME sends."""
+    if not path:
+        return f"{field}.path is required"
+    if not path.startswith("/"):
+        return f"{field}.path {go_q(path)} must begin with {go_q('/')}"
+    if not method:
+        return f"{field}.method is required"
+    if method not in METHODS:
+        return f"{field}.method {go_q(method)} must be GET, HEAD, or POST"
+    return None
+
+
 def service_poll_problem(poll: PollFields, disabled: bool) -> str | None:
     """The first rule a service's `spec.routing.capacity` breaks, in OME's per-service order."""
     f = SERVICE_CAPACITY_FIELD
@@ -338,14 +352,9 @@ def service_poll_problem(poll: PollFields, disabled: bool) -> str | None:
         if poll.operational:
             return f"{f}.disabled must not be combined with capacity configuration fields"
         return None
-    if not poll.path:
-        return f"{f}.path is required"
-    if not poll.path.startswith("/"):
-        return f"{f}.path {go_q(poll.path)} must begin with {go_q('/')}"
-    if not poll.method:
-        return f"{f}.method is required"
-    if poll.method not in METHODS:
-        return f"{f}.method {go_q(poll.method)} must be GET, HEAD, or POST"
+    request = service_request_problem(f, poll.path, poll.method)
+    if request:
+        return request
     if not poll.format:
         return f"{f}.format is required"
     if poll.period.nanoseconds <= 0:

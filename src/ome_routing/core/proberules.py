@@ -39,7 +39,12 @@ from ome_routing.core.fields import (
     read_whole_number,
     show,
 )
-from ome_routing.core.pollrules import METHODS, OBSERVER_FIELD, ObserverLimits
+from ome_routing.core.pollrules import (
+    METHODS,
+    OBSERVER_FIELD,
+    ObserverLimits,
+    service_request_problem,
+)
 
 CHART_PROBE_FIELD = "routing.probe"
 SERVICE_PROBE_FIELD = "spec.routing.probe"
@@ -233,14 +238,9 @@ def service_probe_problem(probe: ProbeFields, disabled: bool) -> str | None:
         if probe.operational:
             return f"{f}.disabled must not be combined with probe configuration fields"
         return None
-    if not probe.path:
-        return f"{f}.path is required"
-    if not probe.path.startswith("/"):
-        return f"{f}.path {go_q(probe.path)} must begin with {go_q('/')}"
-    if not probe.method:
-        return f"{f}.method is required"
-    if probe.method not in METHODS:
-        return f"{f}.method {go_q(probe.method)} must be GET, HEAD, or POST"
+    request = service_request_problem(f, probe.path, probe.method)
+    if request:
+        return request
     if not probe.accept_statuses:
         return f"{f}.acceptStatuses is required"
     if not probe.gate_statuses:

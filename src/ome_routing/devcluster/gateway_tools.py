@@ -30,8 +30,8 @@ from ome_routing.devcluster.tools import (
     ToolsError,
     _complete,
     _locked,
-    _package_count,
     _require,
+    build_staged,
     cache_dir,
     tools_module_dir,
 )
@@ -112,39 +112,9 @@ def _build_traefik(module_dir: Path, target: Path, version: str, say: Progress) 
         "(once; a first build takes several minutes)"
     )
     started = time.monotonic()
-    shutil.rmtree(target, ignore_errors=True)
-    staged = target.with_name(f".{target.name}.partial")
-    shutil.rmtree(staged, ignore_errors=True)
-    command = ["bash", str(module_dir / "build.sh"), str(staged)]
-    process = subprocess.Popen(
-        command,
-        cwd=module_dir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "CGO_ENABLED": "0"},
+    build_staged(
+        module_dir, target, f"{TRAEFIK_MODULE} {version}", say, label=lambda _stage: "traefik"
     )
-    assert process.stdout is not None
-    tail: list[str] = []
-    total, done, shown = 0, 0, -1
-    for raw in process.stdout:
-        line = raw.rstrip("\n")
-        tail = [*tail[-40:], line]
-        if line.startswith("==> "):
-            done, shown = 0, -1
-            total = _package_count(line[4:])
-            say(line[4:])
-        elif total and not line.startswith("go: "):
-            done += 1
-            percent = min(100, done * 100 // total)
-            if percent // 10 != shown // 10:
-                shown = percent
-                say(f"  traefik: {done} packages compiled ({percent}%)")
-    if process.wait() != 0:
-        shutil.rmtree(staged, ignore_errors=True)
-        raise ToolsError(f"{' '.join(command)} failed:\n" + "\n".join(tail))
-    (staged / _STAMP).write_text(f"{TRAEFIK_MODULE} {version}\n")
-    staged.rename(target)
     say(f"Traefik ready in {target} ({time.monotonic() - started:.0f}s)")
 
 

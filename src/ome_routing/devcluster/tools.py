@@ -202,13 +202,37 @@ def _build_server(tools_dir: Path, target: Path, say: Progress) -> None:
         "(once; a first build takes several minutes)"
     )
     started = time.monotonic()
+    build_staged(
+        tools_dir,
+        target,
+        f"k8s.io/kubernetes {version}",
+        say,
+        label=lambda stage: stage.split(" (")[0],
+        quiet=("go: ", "pin-kubernetes:"),
+    )
+    say(f"kube-apiserver and etcd ready in {target} ({time.monotonic() - started:.0f}s)")
+
+
+def build_staged(
+    module_dir: Path,
+    target: Path,
+    stamp: str,
+    say: Progress,
+    *,
+    label: Callable[[str], str],
+    quiet: tuple[str, ...] = ("go: ",),
+) -> None:
+    """Run `module_dir/build.sh` into a staging folder and rename it to `target` once done,
+    so that a build cut short never looks complete; say each stage, and every tenth of
+    its packages compiled (`go build -v` prints one a line; lines starting with `quiet`
+    are not packages). A failed build raises `ToolsError` with the output's last lines."""
     shutil.rmtree(target, ignore_errors=True)
     staged = target.with_name(f".{target.name}.partial")
     shutil.rmtree(staged, ignore_errors=True)
-    command = ["bash", str(tools_dir / "build.sh"), str(staged)]
+    command = ["bash", str(module_dir / "build.sh"), str(staged)]
     process = subprocess.Popen(
         command,
-        cwd=tools_dir,
+        cwd=module_dir,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -224,18 +248,17 @@ def _build_server(tools_dir: Path, target: Path, say: Progress) -> None:
             stage, done, shown = line[4:], 0, -1
             total = _package_count(stage)
             say(stage)
-        elif total and not line.startswith(("go: ", "pin-kubernetes:")):
+        elif total and not line.startswith(quiet):
             done += 1
             percent = min(100, done * 100 // total)
             if percent // 10 != shown // 10:
                 shown = percent
-                say(f"  {stage.split(' (')[0]}: {done} packages compiled ({percent}%)")
+                say(f"  {label(stage)}: {done} packages compiled ({percent}%)")
     if process.wait() != 0:
         shutil.rmtree(staged, ignore_errors=True)
         raise ToolsError(f"{' '.join(command)} failed:\n" + "\n".join(tail))
-    (staged / _STAMP).write_text(f"k8s.io/kubernetes {version}\n")
+    (staged / _STAMP).write_text(f"{stamp}\n")
     staged.rename(target)
-    say(f"kube-apiserver and etcd ready in {target} ({time.monotonic() - started:.0f}s)")
 
 
 def _package_count(stage: str) -> int:
