@@ -7,6 +7,7 @@ runs the specification's commands and compares their output with the specificati
 use the devcluster, reporter, kube, observer and core packages; nothing imports it but the CLI.
 """
 
-from ome_routing.demo.run import DemoError, DemoOptions, find_repo, run_demo
+from ome_routing.demo.commands import DemoError
+from ome_routing.demo.run import DemoOptions, find_repo, run_demo
 
 __all__ = ["DemoError", "DemoOptions", "find_repo", "run_demo"]

@@ -21,22 +21,28 @@ import contextlib
 import json
 import shlex
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from ome_routing.demo import probes, spec
+from ome_routing.demo.commands import Commands, DemoError
 from ome_routing.demo.controller import ControllerError, ControllerProcess
 from ome_routing.demo.kubereporters import KubernetesReporters
 from ome_routing.demo.narration import Narrator
 from ome_routing.demo.reporters import LoopbackReporters
+from ome_routing.demo.scene import (
+    ADMITTED,
+    HOMES,
+    READY,
+    capacities,
+    fallback_condition,
+    home_states,
+    placement_status,
+    workload_clusters_manifest,
+)
 from ome_routing.demo.traffic import (
     TrafficError,
     TrafficSteps,
@@ -47,19 +53,12 @@ from ome_routing.demo.traffic import (
 )
 from ome_routing.devcluster import LocalControlPlane, ensure_tools
 from ome_routing.devcluster.gateway import GatewayError, LocalGateway
-from ome_routing.devcluster.processes import free_ports, tail
+from ome_routing.devcluster.processes import free_ports
 
-HOMES: dict[str, int] = {"worker-a": 3, "worker-b": 1}  # servable counts, as in Step 3
-ADMITTED = 2
-READY = 2
 ISVC_FILE = "examples/isvc.yaml"
 VALUES_FILE = "examples/values.yaml"
 STEPS = 9 + probes.STEPS
 TRAFFIC_STEPS = 3  # the gateway, the split, the split after a change
-
-
-class DemoError(RuntimeError):
-    """A step of the demo failed."""
 
 
 @dataclass(frozen=True)
@@ -85,59 +84,10 @@ def find_repo(candidates: list[Path]) -> Path:
     )
 
 
-def workload_clusters_manifest(names: list[str]) -> str:
-    """Minimal WorkloadCluster objects: routing reads only their names."""
-    documents = [
-        {"apiVersion": "ome.io/v1beta1", "kind": "WorkloadCluster", "metadata": {"name": n}}
-        for n in names
-    ]
-    return yaml.safe_dump_all(documents, sort_keys=False)
-
-
-def placement_status(endpoints: Mapping[str, str]) -> dict[str, Any]:
-    """`status.placement` as OME's placement controller writes it for a service placed on all homes."""
-    return {
-        "status": {
-            "placement": {
-                "phase": "Placed",
-                "candidates": [
-                    {
-                        "cluster": cluster,
-                        "phase": "Admitted",
-                        "endpoint": endpoint,
-                        "admittedReplicas": ADMITTED,
-                        "readyReplicas": READY,
-                    }
-                    for cluster, endpoint in endpoints.items()
-                ],
-            }
-        }
-    }
-
-
-def home_states(trafficmap: Mapping[str, Any]) -> dict[str, str]:
-    """Each home's capacity state in a few words: its ceiling, or why it has none."""
-    states: dict[str, str] = {}
-    for entry in (trafficmap.get("spec") or {}).get("entries") or []:
-        capacity = entry.get("capacity") or {}
-        if "reported" in capacity:
-            states[entry.get("cluster", "?")] = f"ceiling {capacity['reported']}"
-        else:
-            states[entry.get("cluster", "?")] = capacity.get("fallbackReason") or "no ceiling"
-    return states
-
-
-def fallback_condition(trafficmap: Mapping[str, Any]) -> str | None:
-    """The status of the `CapacityFallback` condition, if the map has one."""
-    for condition in (trafficmap.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "CapacityFallback":
-            return str(condition.get("status"))
-    return None
-
-
-class Demo:
+class Demo(Commands):
     def __init__(self, options: DemoOptions, narrator: Narrator) -> None:
         self.options = options
+        self.repo = options.repo
         self.say = narrator
         self.matched = True
         self.work = Path(tempfile.mkdtemp(prefix="ome-routing-demo-"))
@@ -332,8 +282,8 @@ class Demo:
         )
         self._wait(
             lambda m: (
-                all("reported" in c for c in _capacities(m))
-                and len(_capacities(m)) == 2
+                all("reported" in c for c in capacities(m))
+                and len(capacities(m)) == 2
                 and fallback_condition(m) == "False"
             ),
             self.options.ceiling_timeout,
@@ -414,88 +364,6 @@ class Demo:
     def _cleaned_up(self) -> None:
         # Runs last on the way out: the ExitStack has already stopped everything after it.
         self.say.detail("stopped the controller, the reporters and the control plane")
-
-    # -- helpers -------------------------------------------------------------------------------
-
-    def run_command(self, command: str) -> str:
-        """Run a shell command as shown and print its output; a failure fails the step."""
-        return self._run(command)
-
-    def wait_for(
-        self, done: Callable[[Mapping[str, Any]], bool], timeout: float, what: str
-    ) -> None:
-        """Wait until the TrafficMap satisfies `done`, narrating the homes' capacity states."""
-        self._wait(done, timeout, what)
-
-    def _run(self, command: str) -> str:
-        """Run a shell command as shown, print its output, and fail the step if it fails."""
-        self.say.command(command)
-        result = self._sh(command)
-        self.say.output(result.stdout + result.stderr)
-        if result.returncode != 0:
-            raise DemoError(f"`{command}` failed with exit status {result.returncode}")
-        return result.stdout
-
-    def _check(self, command: spec.SpecCommand) -> None:
-        """Run a command of the specification, print its output, and compare it."""
-        self.say.command(command.command)
-        result = self._sh(command.command)
-        self.say.output(result.stdout + result.stderr)
-        ok = result.returncode == 0 and command.matches(result.stdout)
-        self.matched &= ok
-        self.say.verdict(ok, command.where)
-        if not ok:
-            self.say.output(command.expected)
-
-    def _sh(self, command: str) -> subprocess.CompletedProcess[str]:
-        assert self.plane is not None
-        return subprocess.run(
-            ["/bin/sh", "-c", command],
-            cwd=self.options.repo,
-            env=self.plane.env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    def _wait(self, done: Callable[[Mapping[str, Any]], bool], timeout: float, what: str) -> None:
-        """Poll the TrafficMap until `done`, narrating each home's state as it changes."""
-        assert self.plane is not None and self.controller is not None
-        started = time.monotonic()
-        shown = self._shown
-        while True:
-            trafficmap = self._trafficmap()
-            if trafficmap is not None:
-                for cluster, state in sorted(home_states(trafficmap).items()):
-                    if shown.get(cluster) != state:
-                        shown[cluster] = state
-                        self.say.detail(f"{time.monotonic() - started:5.1f}s  {cluster}: {state}")
-                if done(trafficmap):
-                    return
-            if time.monotonic() - started > timeout:
-                raise DemoError(
-                    f"gave up waiting for {what} after {timeout:.0f}s; "
-                    f"the end of the controller's log ({self.controller.log}):\n"
-                    f"{tail(self.controller.log)}"
-                )
-            time.sleep(0.5)
-
-    def _trafficmap(self) -> dict[str, Any] | None:
-        assert self.plane is not None
-        result = self.plane.kubectl(
-            "get", "trafficmap", spec.NAME, "-n", spec.NAMESPACE, "-o", "json", check=False
-        )
-        if result.returncode != 0:
-            return None
-        loaded: dict[str, Any] = json.loads(result.stdout)
-        return loaded
-
-
-def _capacities(trafficmap: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    entries = (trafficmap.get("spec") or {}).get("entries") or []
-    return [entry.get("capacity") or {} for entry in entries]
 
 
 def run_demo(options: DemoOptions, narrator: Narrator | None = None) -> bool:
