@@ -57,6 +57,21 @@ class TestValues:
         block = {**GUIDE, "gatewayBackend": {"hostnameEndpointSlices": True}}
         assert config_from_values(values(block)).endpoint.hostname_endpoint_slices
 
+    def test_ome_ip_endpoint_slices_are_accepted_with_a_warning_that_none_are_written(
+        self,
+    ) -> None:
+        backend = {"endpointSlices": {"enabled": True, "addressRefreshInterval": "1m"}}
+        block = {"globalGateway": "gw", "backendPort": 80, "gatewayBackend": backend}
+        config = config_from_values(values(block))
+        assert config.endpoint.endpoint_slices_enabled
+        assert config.warnings == (
+            "endpoint.gatewayBackend.endpointSlices.enabled is true, but this build does not "
+            "resolve workload clusters' Gateway addresses: backends stay ExternalName Services "
+            "with no EndpointSlices (for gateways that refuse ExternalName, use "
+            "endpoint.gatewayBackend.hostnameEndpointSlices)",
+        )
+        assert config_from_values(values(block, routing=False)).warnings == ()
+
     def test_an_unknown_endpoint_key_is_a_warning(self) -> None:
         config = config_from_values(values({**GUIDE, "gateway": "x"}))
         assert any(

@@ -426,6 +426,16 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
     )
 
 
+# OME resolves each workload cluster's Gateway to IP addresses for these slices; this
+# build has no connection to workload clusters, so it publishes without them (our words).
+IP_ENDPOINT_SLICES_NOT_BUILT = (
+    "endpoint.gatewayBackend.endpointSlices.enabled is true, but this build does not "
+    "resolve workload clusters' Gateway addresses: backends stay ExternalName Services "
+    "with no EndpointSlices (for gateways that refuse ExternalName, use "
+    "endpoint.gatewayBackend.hostnameEndpointSlices)"
+)
+
+
 def _checked(block: Mapping[str, Any]) -> OperatorConfig:
     warnings = _warnings(block) if block.get("enabled") is True else ()
     try:
@@ -434,6 +444,8 @@ def _checked(block: Mapping[str, Any]) -> OperatorConfig:
         raise ConfigError(failure.detail, warnings, LOAD_ERROR_PREFIX) from None
     except CapacityRuleError as err:
         raise ConfigError(err.detail, warnings) from None
+    if config.routing_active and config.endpoint.endpoint_slices_enabled:
+        warnings = (*warnings, IP_ENDPOINT_SLICES_NOT_BUILT)
     return replace(config, warnings=warnings)
 
 
