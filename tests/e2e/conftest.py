@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from controller_harness import delete_namespace
 from lightkube import AsyncClient, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
@@ -86,4 +87,4 @@ async def namespace(
     try:
         yield name
     finally:
-        await asyncio.to_thread(control_plane.delete_namespace, name)
+        await asyncio.to_thread(delete_namespace, control_plane, name)
