@@ -33,6 +33,8 @@ GATEWAY_DIR = Path(__file__).parent
 if str(GATEWAY_DIR.parent / "e2e") not in sys.path:
     sys.path.append(str(GATEWAY_DIR.parent / "e2e"))
 
+from controller_harness import delete_namespace  # noqa: E402
+
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -97,7 +99,7 @@ async def gateway_namespace(gateway_plane: LocalControlPlane) -> AsyncIterator[s
     try:
         yield name
     finally:
-        await asyncio.to_thread(gateway_plane.delete_namespace, name)
+        await asyncio.to_thread(delete_namespace, gateway_plane, name)
 
 
 @pytest.fixture
