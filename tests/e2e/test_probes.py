@@ -33,6 +33,7 @@ from controller_harness import (
     settled,
 )
 from lightkube import AsyncClient
+from tests.probe_spec import guide_probe
 
 from ome_routing.devcluster import LocalControlPlane
 from ome_routing.reporter.health import SwitchableHealth, add_health_route
@@ -41,17 +42,7 @@ from ome_routing.reporter.server import StaticCount, make_app
 pytestmark = pytest.mark.timeout(240)
 
 #: The guide's chart probe, fast.
-PROBE: dict[str, Any] = {
-    "path": "/v1/models",
-    "method": "GET",
-    "acceptStatuses": [200],
-    "gateStatuses": [404, 500, 502, 503, 504],
-    "period": "1s",
-    "timeout": "500ms",
-    "failureThreshold": 3,
-    "successThreshold": 2,
-    "allFailedPolicy": "PreserveTraffic",
-}
+PROBE: dict[str, Any] = guide_probe(period="1s", timeout="500ms")
 #: The guide's Step 2 probe (allFailedPolicy Drain), fast.
 DRAIN_PROBE = {**PROBE, "allFailedPolicy": "Drain"}
 STEP_3 = (
