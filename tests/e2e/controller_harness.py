@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import re
@@ -21,14 +20,16 @@ from typing import Any, TypeVar
 import aiohttp
 import yaml
 from aiohttp import web
-from lightkube import AsyncClient
 
 from ome_routing.core.report import format_rfc3339
 from ome_routing.devcluster import LocalControlPlane
-from ome_routing.kube.resources import TrafficMap
 
 T = TypeVar("T")
 
+#: A poll fast enough for a test: a new count shows after two polls (quorum 2, period 1s).
+#: maxAge is well above the quorum's span, so that polls running late on a loaded machine
+#: do not age the ceilings out while a test looks at something else; the tests of
+#: staleness set `STALE_IN_3S`.
 FAST_POLL = {
     "path": "/capacity",
     "method": "GET",
@@ -37,8 +38,10 @@ FAST_POLL = {
     "quorum": 2,
     "period": "1s",
     "timeout": "500ms",
-    "maxAge": "3s",
+    "maxAge": "10s",
 }
+#: The fast poll for the tests of staleness: a reading is stale 3s after its stamp.
+STALE_IN_3S = {**FAST_POLL, "maxAge": "3s"}
 ROUTING_ON = {
     "ome": {
         "multicluster": {
@@ -155,15 +158,16 @@ def delete_namespace(plane: LocalControlPlane, namespace: str) -> None:
     A map the publisher has published holds its finalizer, and once the test's controller
     has stopped nobody removes it: the map would stay, and the next test's controller (which
     watches every namespace) would finalize it meanwhile, with writes and log lines of its
-    own. The maps' finalizers are dropped here instead.
+    own. The maps' finalizers are dropped first (the API server refuses any change in a
+    namespace that is gone).
     """
-    plane.delete_namespace(namespace)
     listed = plane.kubectl("get", "trafficmaps", "-n", namespace, "-o", "name", check=False)
     for tmap in listed.stdout.split():
         plane.kubectl(
             "patch", tmap, "-n", namespace, "--type=merge",
             "-p", '{"metadata": {"finalizers": null}}', check=False,
         )  # fmt: skip
+    plane.delete_namespace(namespace)
 
 
 async def get_map(plane: LocalControlPlane, name: str, namespace: str) -> dict[str, Any] | None:
@@ -192,121 +196,6 @@ async def eventually(
             return last
         await asyncio.sleep(0.25)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
-
-
-#: the conditions the routing controller writes with every reconcile of a routed map
-ROUTING_CONDITIONS = ("Routable", "OverrideActive", "CapacityFallback")
-
-
-def settled(tmap: dict[str, Any] | None) -> bool:
-    """Whether the controller's conditions describe the map's spec as it is now.
-
-    The controller writes a changed spec and then the status, in two requests: a read can
-    fall between them and show the new spec with the old conditions. Every routing
-    condition carries the generation it was written for, so once all of them carry the
-    map's generation, the status of that spec has landed too.
-    """
-    if tmap is None:
-        return False
-    generation = tmap["metadata"].get("generation")
-    written = {c["type"]: c for c in (tmap.get("status") or {}).get("conditions") or []}
-    return all(
-        written.get(type_, {}).get("observedGeneration") == generation
-        for type_ in ROUTING_CONDITIONS
-    )
-
-
-async def first_version(
-    client: AsyncClient,
-    namespace: str,
-    name: str,
-    matches: Callable[[dict[str, Any]], bool],
-    *,
-    since: str,
-    timeout: float = 60.0,
-) -> dict[str, Any]:
-    """The first version of TrafficMap `name` written after resourceVersion `since` that
-    `matches`, from a watch: reading the map every so often can miss a version that later
-    writes change (a probe's failure count goes on after its gate closes)."""
-
-    async def scan() -> dict[str, Any]:
-        versions = client.watch(
-            TrafficMap, namespace=namespace, fields={"metadata.name": name}, resource_version=since
-        )
-        async for _, obj in versions:
-            raw: dict[str, Any] = obj.to_dict()
-            if matches(raw):
-                return raw
-        raise AssertionError(f"the watch of {namespace}/{name} ended")
-
-    try:
-        return await asyncio.wait_for(scan(), timeout)
-    except TimeoutError:
-        raise AssertionError(
-            f"no version of {namespace}/{name} matched in {timeout:.0f}s"
-        ) from None
-
-
-class MapHistory:
-    """Every version of one TrafficMap written after resourceVersion `since`, from a watch,
-    while the recorder runs: reading the map every so often can miss a version that only
-    shows for a moment when reads are slow."""
-
-    def __init__(self, client: AsyncClient, namespace: str, name: str, since: str) -> None:
-        self.versions: list[dict[str, Any]] = []
-        self._task = asyncio.create_task(self._record(client, namespace, name, since))
-
-    async def _record(self, client: AsyncClient, namespace: str, name: str, since: str) -> None:
-        versions = client.watch(
-            TrafficMap, namespace=namespace, fields={"metadata.name": name}, resource_version=since
-        )
-        async for _, obj in versions:
-            self.versions.append(obj.to_dict())
-
-    async def until(
-        self, matches: Callable[[dict[str, Any]], bool], what: str, timeout: float = PATIENCE
-    ) -> dict[str, Any]:
-        """The first recorded version that `matches`, once the watch has brought one."""
-
-        async def found() -> dict[str, Any] | None:
-            if self._task.done():
-                self._task.result()  # a failed watch fails the test with its error
-                raise AssertionError("the watch ended")
-            return next((v for v in self.versions if matches(v)), None)
-
-        return await eventually(found, timeout, what)
-
-    async def stop_after(self, last: dict[str, Any], timeout: float = PATIENCE) -> None:
-        """Stop once the version `last` (which a read found) has come through the watch,
-        so that nothing written before it is left out."""
-        wanted = last["metadata"]["resourceVersion"]
-        try:
-            await self.until(
-                lambda v: bool(v["metadata"]["resourceVersion"] == wanted),
-                f"version {wanted} to come through the watch",
-                timeout,
-            )
-        finally:
-            await self.cancel()
-
-    async def cancel(self) -> None:
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-
-
-async def list_version(plane: LocalControlPlane, namespace: str) -> str:
-    """The resourceVersion of the namespace's TrafficMaps now, present or not: where a watch
-    starts so that it misses nothing written from here on."""
-    listed = await kubectl(plane, "get", "trafficmaps", "-n", namespace, "-o", "json")
-    return str(json.loads(listed.stdout)["metadata"]["resourceVersion"])
-
-
-async def resource_version(client: AsyncClient, namespace: str, name: str) -> str:
-    """The TrafficMap's resourceVersion now: where a `first_version` watch starts."""
-    tmap = await client.get(TrafficMap, name, namespace=namespace)
-    assert tmap.metadata is not None and tmap.metadata.resourceVersion is not None
-    return tmap.metadata.resourceVersion
 
 
 def entry(tmap: dict[str, Any] | None, cluster: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 The first test walks through the specification's Steps 2 and 3 and "Turn the poll off" with
 the spec's own files and commands; the others cover its troubleshooting cases with a fast
-poll (period 1s, quorum 2, maxAge 3s) so that each takes seconds.
+poll (period 1s, quorum 2; maxAge 3s where staleness is tested) so that each takes seconds.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import yaml
 from controller_harness import (
     FAST_POLL,
     ROUTING_ON,
+    STALE_IN_3S,
     ControllerProcess,
-    MapHistory,
     Reporter,
     condition,
     delete_namespace,
@@ -31,11 +31,10 @@ from controller_harness import (
     get_map,
     isvc_manifest,
     kubectl,
-    list_version,
     place,
-    settled,
 )
 from lightkube import AsyncClient
+from map_watch import MapHistory, settled
 
 from ome_routing.core.report import parse_rfc3339
 from ome_routing.devcluster import LocalControlPlane
@@ -88,9 +87,12 @@ class Scene:
         await process.wait_started()
         return process
 
-    async def converged(self, name: str = "svc") -> tuple[ControllerProcess, dict[str, Any]]:
-        """Route a service, start a controller, and wait for both ceilings."""
-        await self.route(name)
+    async def converged(
+        self, name: str = "svc", **poll: Any
+    ) -> tuple[ControllerProcess, dict[str, Any]]:
+        """Route a service (its poll changed by `poll`), start a controller, and wait for
+        both ceilings."""
+        await self.route(name, **poll)
         process = await self.start()
         return process, await self.until_ceilings(name)
 
@@ -290,7 +292,7 @@ async def test_a_404_reporter_falls_back_and_the_gauge_counts_it(scene: Scene) -
 async def test_a_bad_report_removes_the_ceiling_and_keeps_admitted_replicas(
     scene: Scene, change: dict[str, Any], reason: str
 ) -> None:
-    await scene.converged()
+    await scene.converged(maxAge=STALE_IN_3S["maxAge"])
     for attr, value in change.items():
         setattr(scene.reporters["worker-b"], attr, value)
     tmap = await scene.until_reason("worker-b", reason)
@@ -303,7 +305,7 @@ async def test_a_bad_report_removes_the_ceiling_and_keeps_admitted_replicas(
 
 
 async def test_a_reporter_that_freezes_loses_its_ceiling_within_max_age(scene: Scene) -> None:
-    await scene.converged()
+    await scene.converged(maxAge=STALE_IN_3S["maxAge"])
     started = scene.reporters["worker-b"].frozen_at = datetime.now(UTC)
 
     async def lost() -> dict[str, Any] | None:
@@ -469,17 +471,22 @@ async def test_a_controller_restart_starts_every_home_over(
     first = await scene.start(lease="restart")
     await scene.until_ceilings()
     await first.stop()
-    since = await list_version(scene.plane, scene.namespace)
+    stopped = await scene.map()
+    assert stopped is not None
+    since = stopped["metadata"]["resourceVersion"]
+    generation = stopped["metadata"]["generation"]
+
+    def rewritten_with_ceilings(tmap: dict[str, Any]) -> bool:
+        # a new spec (the publisher's status writes keep the old one), with every ceiling
+        newer = tmap["metadata"]["generation"] > generation
+        return newer and all("reported" in e["capacity"] for e in tmap["spec"]["entries"])
 
     history = MapHistory(kube_client, scene.namespace, "svc", since)
     try:
         await scene.start(lease="restart")
-        # the map shows the first run's ceilings until the second run writes it: wait for
-        # ceilings the second run wrote, not for the ones that are still there
-        await history.until(
-            lambda tmap: all("reported" in e["capacity"] for e in tmap["spec"]["entries"]),
-            "ceilings written after the restart",
-        )
+        # the map shows the first run's ceilings until the second run writes its spec: wait
+        # for ceilings the second run wrote, not for the ones still there
+        await history.until(rewritten_with_ceilings, "ceilings written after the restart")
     finally:
         await history.cancel()
     seen: list[str] = []

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from controller_harness import FAST_POLL, MapHistory, entry, eventually, kubectl, list_version
+from controller_harness import FAST_POLL, entry, eventually, kubectl
 from lightkube import AsyncClient
+from map_watch import MapHistory, list_version
 from test_controller import Scene, controllers, reporters, scene  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.timeout(240)

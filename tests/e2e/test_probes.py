@@ -24,15 +24,13 @@ from controller_harness import (
     condition,
     entry,
     eventually,
-    first_version,
     get_map,
     isvc_manifest,
     kubectl,
     place,
-    resource_version,
-    settled,
 )
 from lightkube import AsyncClient
+from map_watch import first_version, resource_version, settled
 from tests.probe_spec import guide_probe
 
 from ome_routing.devcluster import LocalControlPlane

@@ -18,6 +18,7 @@ import pytest
 from controller_harness import (
     FAST_POLL,
     ROUTING_ON,
+    STALE_IN_3S,
     ControllerProcess,
     entry,
     eventually,
@@ -212,7 +213,7 @@ async def test_a_reporter_whose_watch_is_cut_lets_the_controller_drop_the_ceilin
 ) -> None:
     """The workload cluster's API server stops: the reporter keeps its count and its stamp."""
     await kubectl(
-        control_plane, "apply", "-f", "-", input=isvc_manifest(SERVICE, namespace, FAST_POLL)
+        control_plane, "apply", "-f", "-", input=isvc_manifest(SERVICE, namespace, STALE_IN_3S)
     )
     await kubectl(workload_plane, "create", "namespace", namespace)
     await kubectl(workload_plane, "apply", "-f", "-", input=isvc_manifest(SERVICE, namespace))
@@ -255,7 +256,7 @@ async def test_a_watch_on_a_hung_api_server_is_found_idle_and_the_ceiling_drops(
     cleanup: list[Any],
 ) -> None:
     """SIGSTOP keeps the watch's connection open but silent, as a network partition does."""
-    manifest = isvc_manifest(SERVICE, namespace, FAST_POLL)
+    manifest = isvc_manifest(SERVICE, namespace, STALE_IN_3S)
     await kubectl(control_plane, "apply", "-f", "-", input=manifest)
     await kubectl(workload_plane, "create", "namespace", namespace)
     await kubectl(workload_plane, "apply", "-f", "-", input=isvc_manifest(SERVICE, namespace))

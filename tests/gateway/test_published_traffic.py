@@ -35,10 +35,6 @@ pytestmark = pytest.mark.timeout(240)
 
 ISVC = "chat"
 HOST_TEMPLATE = "{{ .Name }}.{{ .Namespace }}.global.example.com"
-#: The fast poll with a longer maxAge: a new count still takes two polls (quorum 2), but
-#: polls that run late on a loaded machine do not age the ceilings out and change the
-#: weights while requests are counted. Staleness is checked in tests/e2e, not here.
-POLL = {**FAST_POLL, "maxAge": "15s"}
 
 
 def controller_values(gateway: LocalGateway, backend_port: int) -> dict[str, Any]:
@@ -115,7 +111,9 @@ async def published(
     servers["worker-a"].servable, servers["worker-b"].servable = 2, 1
     scene = Published(gateway, gateway_namespace, servers)
     plane = gateway.plane
-    await kubectl(plane, "apply", "-f", "-", input=isvc_manifest(ISVC, gateway_namespace, POLL))
+    await kubectl(
+        plane, "apply", "-f", "-", input=isvc_manifest(ISVC, gateway_namespace, FAST_POLL)
+    )
     await place(plane, ISVC, gateway_namespace, scene.homes, admitted=2, ready=2)
     controller = ControllerProcess(
         plane.kubeconfig,
