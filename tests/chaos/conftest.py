@@ -22,25 +22,15 @@ CHAOS_DIR = Path(__file__).parent
 sys.path.insert(0, str(CHAOS_DIR.parent / "e2e"))  # controller_harness
 
 from fleet import Fleet  # noqa: E402
+from tests.suite_hooks import register  # noqa: E402
 
 from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools  # noqa: E402
 
 _FIGURES: list[tuple[str, str, str]] = []
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if CHAOS_DIR in Path(str(item.path)).parents:
-            item.add_marker(pytest.mark.chaos)
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    if session.config.option.collectonly or not any(
-        CHAOS_DIR in Path(str(item.path)).parents for item in session.items
-    ):
-        return
-    ensure_tools()
+# the chaos suite prints no progress while the binaries build
+register(CHAOS_DIR, ["chaos"], lambda progress: ensure_tools())
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -78,7 +78,7 @@ class MapRecorder:
 
     async def __aenter__(self) -> MapRecorder:
         self._task = asyncio.create_task(self._run())
-        await asyncio.wait_for(self.listed.wait(), 30)
+        await asyncio.wait_for(self.listed.wait(), 60)  # a deadline for a loaded machine
         return self
 
     async def __aexit__(self, *_: object) -> None:

@@ -115,7 +115,7 @@ async def test_sigterm_releases_the_lease_at_once_and_leaves_every_map_whole(
     resumed = time.monotonic()
     standby.process.send_signal(signal.SIGCONT)
     await eventually(
-        lambda: _holder_is(fleet, "standby"), 30, "the standby to take the released Lease"
+        lambda: _holder_is(fleet, "standby"), 60, "the standby to take the released Lease"
     )
     figure("released Lease to standby leading (s)", time.monotonic() - resumed)
     await every_map_rewritten_since(fleet, resumed)

@@ -9,22 +9,13 @@ from typing import Any
 import pytest
 import yaml
 from chart_helpers import CHART, Render, find, template
+from tests.probe_spec import guide_probe
 
 from ome_routing.core.config import ConfigError, config_from_multicluster
 from ome_routing.core.durations import parse_duration
 
 #: The guide's Step 1 probe, which is also OME's commented example.
-GUIDE_PROBE: dict[str, Any] = {
-    "path": "/v1/models",
-    "method": "GET",
-    "acceptStatuses": [200],
-    "gateStatuses": [404, 500, 502, 503, 504],
-    "period": "10s",
-    "timeout": "3s",
-    "failureThreshold": 3,
-    "successThreshold": 2,
-    "allFailedPolicy": "PreserveTraffic",
-}
+GUIDE_PROBE: dict[str, Any] = guide_probe()
 
 
 def with_probe(probe: Any) -> dict[str, Any]:

@@ -11,42 +11,22 @@ Every test under tests/e2e is marked `e2e`.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from controller_harness import delete_namespace
 from lightkube import AsyncClient, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
+from tests.suite_hooks import register
 
 from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools
 
 E2E_DIR = Path(__file__).parent
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if E2E_DIR in Path(str(item.path)).parents:
-            item.add_marker(pytest.mark.e2e)
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Build the binaries before any test runs, so a first build is not cut by a test timeout."""
-    if session.config.option.collectonly or not any(
-        E2E_DIR in Path(str(item.path)).parents for item in session.items
-    ):
-        return
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-
-    def progress(message: str) -> None:
-        if reporter is not None:
-            reporter.write_line(f"[dev tools] {message}")
-        else:
-            print(f"[dev tools] {message}", file=sys.stderr, flush=True)
-
-    ensure_tools(progress=progress)
+register(E2E_DIR, ["e2e"], lambda progress: ensure_tools(progress=progress))
 
 
 @pytest.fixture(scope="session")
@@ -86,4 +66,4 @@ async def namespace(
     try:
         yield name
     finally:
-        await asyncio.to_thread(control_plane.delete_namespace, name)
+        await asyncio.to_thread(delete_namespace, control_plane, name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -25,6 +26,10 @@ from ome_routing.devcluster import LocalControlPlane
 
 T = TypeVar("T")
 
+#: A poll fast enough for a test: a new count shows after two polls (quorum 2, period 1s).
+#: maxAge is well above the quorum's span, so that polls running late on a loaded machine
+#: do not age the ceilings out while a test looks at something else; the tests of
+#: staleness set `STALE_IN_3S`.
 FAST_POLL = {
     "path": "/capacity",
     "method": "GET",
@@ -33,8 +38,10 @@ FAST_POLL = {
     "quorum": 2,
     "period": "1s",
     "timeout": "500ms",
-    "maxAge": "3s",
+    "maxAge": "10s",
 }
+#: The fast poll for the tests of staleness: a reading is stale 3s after its stamp.
+STALE_IN_3S = {**FAST_POLL, "maxAge": "3s"}
 ROUTING_ON = {
     "ome": {
         "multicluster": {
@@ -145,6 +152,24 @@ async def place(
     )
 
 
+def delete_namespace(plane: LocalControlPlane, namespace: str) -> None:
+    """Delete a test's namespace, leaving nothing for the next test's controller.
+
+    A map the publisher has published holds its finalizer, and once the test's controller
+    has stopped nobody removes it: the map would stay, and the next test's controller (which
+    watches every namespace) would finalize it meanwhile, with writes and log lines of its
+    own. The maps' finalizers are dropped first (the API server refuses any change in a
+    namespace that is gone).
+    """
+    listed = plane.kubectl("get", "trafficmaps", "-n", namespace, "-o", "name", check=False)
+    for tmap in listed.stdout.split():
+        plane.kubectl(
+            "patch", tmap, "-n", namespace, "--type=merge",
+            "-p", '{"metadata": {"finalizers": null}}', check=False,
+        )  # fmt: skip
+    plane.delete_namespace(namespace)
+
+
 async def get_map(plane: LocalControlPlane, name: str, namespace: str) -> dict[str, Any] | None:
     result = await kubectl(
         plane, "get", "trafficmap", name, "-n", namespace, "-o", "json", check=False
@@ -154,8 +179,13 @@ async def get_map(plane: LocalControlPlane, name: str, namespace: str) -> dict[s
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
+#: How long a wait lasts unless a test says otherwise: a deadline for a loaded machine
+#: (two processes on two busy cores), not a bound any test asserts.
+PATIENCE = 60.0
+
+
 async def eventually(
-    probe: Callable[[], Awaitable[T | None]], timeout: float = 30.0, what: str = "condition"
+    probe: Callable[[], Awaitable[T | None]], timeout: float = PATIENCE, what: str = "condition"
 ) -> T:
     """Poll `probe` until it returns something other than None/False."""
     deadline = time.monotonic() + timeout
@@ -205,7 +235,8 @@ class ControllerProcess:
         else:
             self.config_path = workdir / f"values-{self.identity}.yaml"
             self.config_path.write_text(yaml.safe_dump(config))
-        self.port = free_port()
+        #: the metrics port, known once the process has bound it (`bound_port`)
+        self.port = 0
         self.log_path = workdir / f"controller-{self.identity}.log"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -221,8 +252,10 @@ class ControllerProcess:
             str(self.kubeconfig),
             "--namespace",
             self.namespace,
+            # port 0: the process takes a free port itself; a port picked here and bound
+            # later could be taken in between by any other process on the machine
             "--metrics-bind-address",
-            f"127.0.0.1:{self.port}",
+            "127.0.0.1:0",
             "--lease-name",
             self.lease,
             "--identity",
@@ -239,7 +272,7 @@ class ControllerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    async def wait_started(self, timeout: float = 30.0) -> None:
+    async def wait_started(self, timeout: float = PATIENCE) -> None:
         async def started() -> bool:
             assert self.process is not None
             if self.process.poll() is not None:
@@ -250,14 +283,26 @@ class ControllerProcess:
 
         await eventually(started, timeout, "the controller to start")
 
-    async def wait_exit(self, timeout: float = 30.0) -> int:
+    async def wait_exit(self, timeout: float = PATIENCE) -> int:
         assert self.process is not None
         return await asyncio.to_thread(self.process.wait, timeout)
 
+    async def bound_port(self, timeout: float = PATIENCE) -> int:
+        """The metrics port the process bound, from its log."""
+
+        async def logged() -> int | None:
+            found = re.search(r'serving /metrics.*"address": "127\.0\.0\.1:(\d+)"', self.log)
+            return int(found.group(1)) if found else None
+
+        if not self.port:
+            self.port = await eventually(logged, timeout, "the metrics address in the log")
+        return self.port
+
     async def metric(self, name: str) -> str:
+        port = await self.bound_port()
         async with (
             aiohttp.ClientSession(trust_env=False) as session,
-            session.get(f"http://127.0.0.1:{self.port}/metrics") as response,
+            session.get(f"http://127.0.0.1:{port}/metrics") as response,
         ):
             text = await response.text()
         return "\n".join(line for line in text.splitlines() if line.startswith(name))

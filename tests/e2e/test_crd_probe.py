@@ -10,20 +10,11 @@ from typing import Any
 
 import pytest
 from crd_helpers import apply, assert_applied, get
+from tests.probe_spec import guide_probe
 
 from ome_routing.devcluster import LocalControlPlane
 
-PROBE: dict[str, Any] = {
-    "path": "/v1/models",
-    "method": "GET",
-    "acceptStatuses": [200],
-    "gateStatuses": [404, 500, 502, 503, 504],
-    "period": "10s",
-    "timeout": "3s",
-    "failureThreshold": 3,
-    "successThreshold": 2,
-    "allFailedPolicy": "PreserveTraffic",
-}
+PROBE: dict[str, Any] = guide_probe()
 ENABLED = (
     "an enabled probe must specify path, method, acceptStatuses, gateStatuses, period, "
     "timeout, failureThreshold, successThreshold, and allFailedPolicy"

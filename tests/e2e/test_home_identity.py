@@ -8,11 +8,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 from controller_harness import FAST_POLL, entry, eventually, kubectl
+from lightkube import AsyncClient
+from map_watch import MapHistory, list_version
 from test_controller import Scene, controllers, reporters, scene  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.timeout(240)
@@ -44,6 +45,7 @@ async def isvc_uid(world: Scene, name: str = "svc") -> str:
 
 async def test_a_service_recreated_under_the_same_name_starts_its_homes_over(
     scene: Scene,  # noqa: F811 - the fixture
+    kube_client: AsyncClient,
 ) -> None:
     await scene.route(**SLOW_QUORUM)
     await scene.start()
@@ -60,26 +62,24 @@ async def test_a_service_recreated_under_the_same_name_starts_its_homes_over(
     # garbage collector would
     await eventually(map_gone, what="the old service's TrafficMap to go")
 
-    seen: list[tuple[str | None, str | None]] = []
-
-    async def record() -> None:
-        while True:
-            tmap = await scene.map()
-            if tmap is not None and tmap["spec"].get("entries"):
-                capacity = entry(tmap, "worker-a")["capacity"]
-                state = (capacity.get("fallbackReason"), capacity.get("reported"))
-                if not seen or seen[-1] != state:
-                    seen.append(state)
-            await asyncio.sleep(0.05)
-
-    recorder = asyncio.create_task(record())
+    history = MapHistory(
+        kube_client, scene.namespace, "svc", await list_version(scene.plane, scene.namespace)
+    )
     try:
         await scene.route(**SLOW_QUORUM)
         new_uid = await isvc_uid(scene)
         assert new_uid != old_uid
         new = await scene.until_ceilings()
+        await history.stop_after(new)
     finally:
-        recorder.cancel()
+        await history.cancel()
+    seen: list[tuple[str | None, str | None]] = []
+    for tmap in history.versions:
+        if tmap["spec"].get("entries"):
+            capacity = entry(tmap, "worker-a")["capacity"]
+            state = (capacity.get("fallbackReason"), capacity.get("reported"))
+            if not seen or seen[-1] != state:
+                seen.append(state)
     assert owner_uid(new) == new_uid
     # the new owner's home had no ceiling until quorum polls of its own succeeded
     assert seen[0] in {

@@ -29,6 +29,9 @@ from controller_harness import (
     kubectl,
     place,
 )
+from lightkube import AsyncClient
+from map_watch import first_version, resource_version, settled
+from tests.probe_spec import guide_probe
 
 from ome_routing.devcluster import LocalControlPlane
 from ome_routing.reporter.health import SwitchableHealth, add_health_route
@@ -37,17 +40,7 @@ from ome_routing.reporter.server import StaticCount, make_app
 pytestmark = pytest.mark.timeout(240)
 
 #: The guide's chart probe, fast.
-PROBE: dict[str, Any] = {
-    "path": "/v1/models",
-    "method": "GET",
-    "acceptStatuses": [200],
-    "gateStatuses": [404, 500, 502, 503, 504],
-    "period": "1s",
-    "timeout": "500ms",
-    "failureThreshold": 3,
-    "successThreshold": 2,
-    "allFailedPolicy": "PreserveTraffic",
-}
+PROBE: dict[str, Any] = guide_probe(period="1s", timeout="500ms")
 #: The guide's Step 2 probe (allFailedPolicy Drain), fast.
 DRAIN_PROBE = {**PROBE, "allFailedPolicy": "Drain"}
 STEP_3 = (
@@ -113,6 +106,7 @@ class Scene:
     namespace: str
     homes: dict[str, Home]
     controllers: list[ControllerProcess]
+    client: AsyncClient
 
     async def route(
         self, name: str = "svc", capacity: dict[str, Any] | None = None, **routing: Any
@@ -131,6 +125,15 @@ class Scene:
 
     async def map(self, name: str = "svc") -> dict[str, Any] | None:
         return await get_map(self.plane, name, self.namespace)
+
+    async def settled_map(self, name: str = "svc") -> dict[str, Any]:
+        """The map once its status describes its spec (the status is the second write)."""
+
+        async def seen() -> dict[str, Any] | None:
+            tmap = await self.map(name)
+            return tmap if settled(tmap) else None
+
+        return await eventually(seen, what=f"{name}'s status to follow its spec")
 
     async def get(self, *output: str, name: str = "svc") -> str:
         result = await kubectl(self.plane, "get", "trafficmap", name, "-n", self.namespace, *output)
@@ -171,10 +174,11 @@ async def scene(
     tmp_path: Path,
     namespace: str,
     homes: dict[str, Home],
+    kube_client: AsyncClient,
 ) -> AsyncIterator[Scene]:
     running: list[ControllerProcess] = []
     try:
-        yield Scene(control_plane, kubeconfig, tmp_path, namespace, homes, running)
+        yield Scene(control_plane, kubeconfig, tmp_path, namespace, homes, running, kube_client)
     finally:
         for process in running:
             await process.stop()
@@ -191,17 +195,31 @@ async def test_a_failing_home_is_gated_and_reopens(scene: Scene) -> None:
     await scene.until_output(
         "worker-a 1 true Passing HTTP 200\nworker-b 1 true Passing HTTP 200\n", *STEP_3
     )
+    since = await resource_version(scene.client, scene.namespace, "svc")
     scene.homes["worker-b"].health.switch(503)
     await scene.until_output(
         "worker-a 1 true Passing HTTP 200\nworker-b 0 false Failing HTTP 503\n", *STEP_3
     )
-    tmap = await scene.map()
+    # probes go on after the gate closes, and count on: look at the version that closed it,
+    # not at whatever a later read finds
+    tmap = await first_version(
+        scene.client,
+        scene.namespace,
+        "svc",
+        lambda version: entry(version, "worker-b")["probe"].get("gated") is True,
+        since=since,
+    )
     probe = entry(tmap, "worker-b")["probe"]
     assert probe["gated"] is True and probe["consecutiveFailures"] == 3
     assert probe["policyDigest"].startswith("sha256:") and "lastProbeTime" in probe
     assert "gated" not in entry(tmap, "worker-a")["probe"]
-    gauge = await process.metric("ome_trafficmap_probe_gated_homes")
-    assert f'namespace="{scene.namespace}",trafficmap="svc"}} 1.0' in gauge
+    # the gauge is set after the status write: wait for it rather than read it once
+    line = f'namespace="{scene.namespace}",trafficmap="svc"}} 1.0'
+
+    async def counted() -> bool:
+        return line in await process.metric("ome_trafficmap_probe_gated_homes")
+
+    await eventually(counted, what="the gated-homes gauge to count worker-b")
     waits = await process.metric("ome_routing_observer_budget_wait_seconds_count")
     assert 'kind="probe"' in waits
 
@@ -252,7 +270,7 @@ async def test_a_ceiling_of_0_beats_preserve_traffic(scene: Scene) -> None:
     await scene.until_output(
         "worker-a 0 false Failing HTTP 503\nworker-b 1 false Failing HTTP 503\n", *STEP_3
     )
-    routable = condition(await scene.map(), "Routable")
+    routable = condition(await scene.settled_map(), "Routable")
     assert (routable["status"], routable["reason"]) == ("True", "AllHomesProbeFailed")
 
 

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 import yaml
-from controller_harness import condition, eventually, get_map
+from controller_harness import ControllerProcess, condition, eventually, get_map
 from publisher_harness import Scene, gateway_api, scene, values
 
 from ome_routing.core.publication import backend_service_name
@@ -101,15 +101,21 @@ async def test_per_service_publisher_options_are_refused(scene: Scene) -> None:
     assert "Gateway API publisher does not accept per-InferenceService options: zone" in process.log
 
 
+async def until_metric(process: ControllerProcess, line: str) -> None:
+    async def shown() -> bool:
+        return line in await process.metric("ome_trafficmap_publication_fallback")
+
+    await eventually(shown, what=line)
+
+
 async def test_a_frozen_map_keeps_its_route_and_reads_invalid_owner(scene: Scene) -> None:
     """A bad drain annotation freezes the map; the route keeps its last weights."""
     await scene.service("chat", {"worker-a": 2, "worker-b": 1})
     process = await scene.start(values())
     await scene.published("chat")
     await scene.weights("chat", [2, 1])
-    assert 'ome_trafficmap_publication_fallback{namespace="' + scene.namespace in (
-        await process.metric("ome_trafficmap_publication_fallback")
-    )
+    # the publisher sets its gauge after the status write: wait for it, as for the status
+    await until_metric(process, 'ome_trafficmap_publication_fallback{namespace="' + scene.namespace)
     await scene.kubectl(
         "annotate", "inferenceservice", "chat", "-n", scene.namespace, "ome.io/traffic-drain=nope"
     )
@@ -120,8 +126,9 @@ async def test_a_frozen_map_keeps_its_route_and_reads_invalid_owner(scene: Scene
     await scene.place("chat", {"worker-a": 1, "worker-b": 1})
     route = await scene.weights("chat", [2, 1])
     assert route["spec"]["rules"][0]["backendRefs"][0]["weight"] == 2
-    gauge = await process.metric("ome_trafficmap_publication_fallback")
-    assert f'namespace="{scene.namespace}",publisher="gatewayapi",trafficmap="chat"}} 0.0' in gauge
+    await until_metric(
+        process, f'namespace="{scene.namespace}",publisher="gatewayapi",trafficmap="chat"}} 0.0'
+    )
     tmap = await get_map(scene.plane, "chat", scene.namespace)
     assert tmap is not None and tmap["status"]["published"] is True
 

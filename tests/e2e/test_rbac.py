@@ -191,7 +191,7 @@ async def test_the_charts_service_account_is_enough_and_no_more(
                 f"the controller's ServiceAccount may {what}: {result.stdout}{result.stderr}"
             )
 
-        await only_health_and_metrics(process.port, token)
+        await only_health_and_metrics(await process.bound_port(), token)
     finally:
         await process.stop()
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from gw_clusters import ClusterServer, Fleet, StartServers, home_host
+from tests.suite_hooks import Progress, register
 
 from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools
 from ome_routing.devcluster.gateway import LocalGateway
@@ -33,31 +34,18 @@ GATEWAY_DIR = Path(__file__).parent
 if str(GATEWAY_DIR.parent / "e2e") not in sys.path:
     sys.path.append(str(GATEWAY_DIR.parent / "e2e"))
 
-
-@pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if GATEWAY_DIR in Path(str(item.path)).parents:
-            item.add_marker(pytest.mark.gateway)
+from controller_harness import delete_namespace  # noqa: E402
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Build the binaries and Traefik before any test runs (a first build takes minutes)."""
-    if session.config.option.collectonly or not any(
-        GATEWAY_DIR in Path(str(item.path)).parents for item in session.items
-    ):
-        return
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-
-    def progress(message: str) -> None:
-        if reporter is not None:
-            reporter.write_line(f"[dev tools] {message}")
-        else:
-            print(f"[dev tools] {message}", file=sys.stderr, flush=True)
-
+def _prepare(progress: Progress) -> None:
+    """The control plane's binaries, Traefik and the Gateway API CRDs (a first build takes
+    minutes)."""
     ensure_tools(progress=progress)
     ensure_traefik(progress=progress)
     ensure_gateway_api_crds(progress=progress)
+
+
+register(GATEWAY_DIR, ["gateway"], _prepare)
 
 
 @pytest.fixture(scope="session")
@@ -97,7 +85,7 @@ async def gateway_namespace(gateway_plane: LocalControlPlane) -> AsyncIterator[s
     try:
         yield name
     finally:
-        await asyncio.to_thread(gateway_plane.delete_namespace, name)
+        await asyncio.to_thread(delete_namespace, gateway_plane, name)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from controller_harness import PATIENCE
 from gw_clusters import tally
 
 from ome_routing.devcluster.gateway import LocalGateway
@@ -119,7 +120,7 @@ async def route_condition(
 
 
 async def eventually(
-    probe: Callable[[], Any], accept: Callable[[T], bool], timeout: float = 30.0
+    probe: Callable[[], Any], accept: Callable[[T], bool], timeout: float = PATIENCE
 ) -> T:
     """Call `probe` (sync or async) until `accept` holds for its value; return that value."""
     deadline = time.monotonic() + timeout

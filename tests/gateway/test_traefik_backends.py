@@ -57,6 +57,11 @@ async def test_fqdn_endpoint_slices_split_requests_by_weight(
         gateway, gateway_namespace, cluster_servers, {"worker-a": 2, "worker-b": 1}
     )
     await eventually(lambda: send(gateway, host, 1), lambda a: a[0][0] == 200)
+    # Traefik can serve the route before it has both slices (its provider throttles
+    # reloads): wait for the 2:1 split itself, then count
+    await eventually(
+        lambda: split(gateway, host, 30), lambda s: s == {"worker-a": 20, "worker-b": 10}
+    )
     served = await split(gateway, host, 300)
     assert served == {"worker-a": 200, "worker-b": 100}
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.suite_hooks import Progress, register
 
 from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools
 from ome_routing.devcluster.image import Image, build_image
@@ -31,32 +32,15 @@ sys.path.insert(0, str(REPO / "tests" / "e2e"))
 from container import PodSettings, ensure_crun, unpack  # noqa: E402
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if IMAGE_DIR in Path(str(item.path)).parents:
-            item.add_marker(pytest.mark.image)
-            item.add_marker(pytest.mark.e2e)
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Build the image (and the control plane's binaries) before any test runs, so that a
-    first build is not cut by a test's timeout."""
-    if session.config.option.collectonly or not any(
-        IMAGE_DIR in Path(str(item.path)).parents for item in session.items
-    ):
-        return
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-
-    def progress(message: str) -> None:
-        if reporter is not None:
-            reporter.write_line(f"[image] {message}")
-        else:
-            print(f"[image] {message}", file=sys.stderr, flush=True)
-
+def _prepare(progress: Progress) -> None:
+    """The control plane's binaries, the image, and crun: a first build of the image takes
+    minutes."""
     ensure_tools(progress=progress)
     build_image(REPO, progress=progress)
     ensure_crun()
+
+
+register(IMAGE_DIR, ["image", "e2e"], _prepare, label="image")
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ no capabilities; the controller in it keeps a TrafficMap on the local control pl
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -83,14 +84,15 @@ async def test_the_controller_in_the_image_writes_a_trafficmap(
     (config / "values.yaml").write_text(yaml.safe_dump(ROUTING_ON))
     for file in config.iterdir():
         file.chmod(0o644)  # the image's user reads what a Secret/ConfigMap volume would hold
-    port = free_port()
     args = [
         "ome-routing",
         "controller",
         "--config=/config/values.yaml",
         "--kubeconfig=/config/kubeconfig",
         f"--namespace={namespace}",
-        f"--metrics-bind-address=127.0.0.1:{port}",
+        # port 0: the controller takes a free port itself and logs it; a port picked here
+        # could be taken by another process before the container binds it
+        "--metrics-bind-address=127.0.0.1:0",
         "--lease-name=ome-routing-image-test",
     ]
     container = Container(bundle, args, {"/config": config}, pod=chart_pod)
@@ -100,9 +102,13 @@ async def test_the_controller_in_the_image_writes_a_trafficmap(
 
         async def ready() -> bool:
             assert container.process is not None
+            log = (tmp_path / "controller.log").read_text()
             if container.process.poll() is not None:
-                log = (tmp_path / "controller.log").read_text()
                 raise AssertionError(f"the container exited:\n{log}")
+            bound = re.search(r'serving /metrics.*"address": "127\.0\.0\.1:(\d+)"', log)
+            if bound is None:
+                return False
+            port = bound.group(1)
             try:
                 async with (
                     aiohttp.ClientSession(trust_env=False) as session,

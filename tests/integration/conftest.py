@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -178,12 +178,16 @@ async def read_request_head(reader: asyncio.StreamReader) -> bytes:
 
 
 @pytest.fixture
-def closed_port() -> int:
-    """A loopback port that nothing listens on: bound, then closed."""
+def closed_port() -> Iterator[int]:
+    """A loopback port that nothing listens on, for the whole test.
+
+    The port stays bound to a socket that never listens, so a connection to it is refused;
+    a port bound and closed at once could be taken by another process meanwhile.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((LOOPBACK, 0))
         port: int = sock.getsockname()[1]
-    return port
+        yield port
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from tests.probe_spec import guide_probe
 
 from ome_routing.core.capacity import Verdict
 from ome_routing.core.config import OperatorConfig, config_from_values
@@ -18,17 +19,7 @@ from ome_routing.kube.reconcile import Frozen, Routed
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 UID = "0f8e2c1a-5b7d-4e39-9c61-2d4a8b3f7e10"
-PROBE: dict[str, Any] = {
-    "path": "/v1/models",
-    "method": "GET",
-    "acceptStatuses": [200],
-    "gateStatuses": [404, 500, 502, 503, 504],
-    "period": "10s",
-    "timeout": "3s",
-    "failureThreshold": 3,
-    "successThreshold": 2,
-    "allFailedPolicy": "PreserveTraffic",
-}
+PROBE: dict[str, Any] = guide_probe()
 CHART_DIGEST = "sha256:0a3bbc1f65ab1d3e469f4cfb714a1cfea0e1d9e27d7241255af83022da31b76f"
 GATED = ProbeState(
     observed=True,

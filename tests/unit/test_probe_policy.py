@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from builders import DROP, with_overrides
+from tests.probe_spec import guide_probe
 
 from ome_routing.core.config import ConfigError, OperatorConfig, config_from_values
 from ome_routing.core.durations import parse_duration
@@ -18,17 +19,7 @@ VALIDATE = "validate routing policy: "
 RESOLVE_PROBE = "resolve probe policy: "
 
 #: The chart's commented example in OME's values.yaml.
-CHART_EXAMPLE: dict[str, Any] = {
-    "path": "/v1/models",
-    "method": "GET",
-    "acceptStatuses": [200],
-    "gateStatuses": [404, 500, 502, 503, 504],
-    "period": "10s",
-    "timeout": "3s",
-    "failureThreshold": 3,
-    "successThreshold": 2,
-    "allFailedPolicy": "PreserveTraffic",
-}
+CHART_EXAMPLE: dict[str, Any] = guide_probe()
 #: The guide's per-service probe.
 GUIDE_SERVICE_PROBE = with_overrides(
     CHART_EXAMPLE, {"period": "30s", "timeout": "5s", "allFailedPolicy": "Drain"}
