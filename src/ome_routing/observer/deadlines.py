@@ -12,12 +12,14 @@ A limit behaves as `asyncio.timeout` does: its task is cancelled at the limit, a
 caller turns that cancellation into a timeout, while a cancellation from elsewhere stays
 one. It is armed with `arm` and taken off with `disarm`, which says whether the limit
 was the cause; no context manager, since it runs for every request and the coroutines
-of one would cost on each.
+of one would cost on each. A request that runs as callbacks rather than in a task
+(`flight`) arms a limit that calls it instead (`arm_call`), and takes it off with `drop`.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 
@@ -26,7 +28,7 @@ class Deadlines:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._underway: set[Limit] = set()
+        self._underway: set[Limit | CallLimit] = set()
         self._timer: asyncio.TimerHandle | None = None
         #: when the timer fires (uvloop's timers do not say)
         self._timer_when = 0.0
@@ -46,6 +48,16 @@ class Deadlines:
         self._add(limit)
         return limit
 
+    def arm_call(self, when: float, expire: Callable[[], object]) -> CallLimit:
+        """Call `expire` at `when` unless `drop` comes first."""
+        limit = CallLimit(expire, when)
+        self._add(limit)
+        return limit
+
+    def drop(self, limit: CallLimit) -> None:
+        """Take a limit of `arm_call` off (it may have expired already)."""
+        self._underway.discard(limit)
+
     def disarm(self, limit: Limit) -> bool:
         """Take a limit off; True when it expired and cancelled the task."""
         self._underway.discard(limit)
@@ -62,7 +74,7 @@ class Deadlines:
             self._timer.cancel()
             self._timer = None
 
-    def _add(self, limit: Limit) -> None:
+    def _add(self, limit: Limit | CallLimit) -> None:
         self._underway.add(limit)
         timer = self._timer
         if timer is None or limit.when < self._timer_when:
@@ -77,15 +89,19 @@ class Deadlines:
         passed = self._loop.time() if timer is None else max(self._timer_when, self._loop.time())
         self._timer = None
         nearest: float | None = None
-        for limit in list(self._underway):
+        expired: list[Limit | CallLimit] = []
+        for limit in self._underway:
             if limit.when <= passed:
-                self._underway.discard(limit)
-                limit.expire()
+                expired.append(limit)
             elif nearest is None or limit.when < nearest:
                 nearest = limit.when
+        self._underway.difference_update(expired)
         if nearest is not None:
             self._timer = self._loop.call_at(nearest, self._expire)
             self._timer_when = nearest
+        # last: an expiry that calls back may arm new limits, against the timer set above
+        for limit in expired:
+            limit.expire()
 
 
 class Limit:
@@ -105,3 +121,16 @@ class Limit:
         if not self.expired:
             self.expired = True
             self.task.cancel()
+
+
+class CallLimit:
+    """One request's time limit that calls back, armed by `Deadlines.arm_call`."""
+
+    __slots__ = ("callback", "when")
+
+    def __init__(self, callback: Callable[[], object], when: float) -> None:
+        self.callback = callback
+        self.when = when
+
+    def expire(self) -> None:
+        self.callback()
