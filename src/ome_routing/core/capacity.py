@@ -193,12 +193,36 @@ def record_reading(window: Window, reading: Reading, now: datetime) -> Window:
     The checks are `report.freshness_failure`'s, with the window's span worked out once.
     """
     settings = window.settings
-    age = now - reading.observed_at
+    observed_at = reading.observed_at
+    readings = window.readings
+    if (
+        window.ordered
+        and readings
+        and readings[-1].observed_at <= observed_at <= now
+        and len(readings) == settings.samples
+    ):
+        # the usual poll of a steady reporter: a full window in order, a reading newer
+        # than its last. Only its oldest reading leaves it (whether aged out or pushed
+        # out), unless the next one has aged out too: then the general path below.
+        try:
+            cutoff = now - settings.max_age_span
+        except OverflowError:  # before year 1: the general path
+            cutoff = None
+        if cutoff is not None and (len(readings) == 1 or readings[1].observed_at > cutoff):
+            if observed_at <= cutoff:
+                return Window(settings, failure=stale_reason(settings.max_age), stale=True)
+            kept = (*readings[1:], reading)
+            ranked = window.ranked
+            if ranked is None:
+                ranked = tuple(sorted(map(_SERVABLE, kept)))
+            elif readings[0].servable != reading.servable:
+                ranked = _reranked(ranked, (readings[0],), reading.servable)
+            return Window(settings, kept, ordered=True, ranked=ranked)
+    age = now - observed_at
     if age < _NO_TIME:
         return Window(settings, failure=FUTURE)
     if age >= settings.max_age_span:
         return Window(settings, failure=stale_reason(settings.max_age), stale=True)
-    readings = window.readings
     fresh = _fresh(window, now)
     kept = (*fresh, reading)
     excess = len(kept) - settings.samples
@@ -284,9 +308,15 @@ def verdict(window: Window, now: datetime) -> Verdict:
     return _verdict(window, *_assess(window, now))
 
 
+#: The verdicts of the usual ceilings, made once: a verdict is immutable, and one is
+#: judged on every poll.
+_USABLE = tuple(Verdict(ceiling, None) for ceiling in range(256))
+
+
 def _verdict(window: Window, window_state: WindowState, fresh: Sequence[Reading]) -> Verdict:
     if window_state is WindowState.USABLE:
-        return Verdict(_ceiling(window, fresh), None)
+        ceiling = _ceiling(window, fresh)
+        return _USABLE[ceiling] if ceiling < 256 else Verdict(ceiling, None)
     return Verdict(None, fallback_reason(window_state, window, len(fresh)))
 
 
@@ -328,7 +358,10 @@ def _next_change(
         if ordered:
             moment = fresh[len(fresh) - quorum].observed_at
             # so does losing one at or below the ceiling: the oldest of them goes first
-            at_or_below = next(r.observed_at for r in fresh if r.servable <= ceiling)
+            for reading in fresh:  # a loop, not a generator: it runs on every poll
+                if reading.servable <= ceiling:
+                    at_or_below = reading.observed_at
+                    break
         else:
             moment = sorted(map(_OBSERVED_AT, fresh))[len(fresh) - quorum]
             at_or_below = min(r.observed_at for r in fresh if r.servable <= ceiling)
