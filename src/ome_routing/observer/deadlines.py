@@ -13,14 +13,23 @@ caller turns that cancellation into a timeout, while a cancellation from elsewhe
 one. It is armed with `arm` and taken off with `disarm`, which says whether the limit
 was the cause; no context manager, since it runs for every request and the coroutines
 of one would cost on each. A request that runs as callbacks rather than in a task
-(`flight`) arms a limit that calls it instead (`arm_call`), and takes it off with `drop`.
+(`flight`) is its own limit (`Expiring`: a moment and what to do then): `add` arms it
+and `drop` takes it off.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
+
+
+class Expiring(Protocol):
+    """What a limit is to the timer: when it passes, and what to do then."""
+
+    @property
+    def when(self) -> float: ...
+
+    def expire(self) -> None: ...
 
 
 class Deadlines:
@@ -28,7 +37,7 @@ class Deadlines:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._underway: set[Limit | CallLimit] = set()
+        self._underway: set[Expiring] = set()
         self._timer: asyncio.TimerHandle | None = None
         #: when the timer fires (uvloop's timers do not say)
         self._timer_when = 0.0
@@ -48,14 +57,12 @@ class Deadlines:
         self._add(limit)
         return limit
 
-    def arm_call(self, when: float, expire: Callable[[], object]) -> CallLimit:
-        """Call `expire` at `when` unless `drop` comes first."""
-        limit = CallLimit(expire, when)
+    def add(self, limit: Expiring) -> None:
+        """Call `limit.expire()` at `limit.when` unless `drop` comes first."""
         self._add(limit)
-        return limit
 
-    def drop(self, limit: CallLimit) -> None:
-        """Take a limit of `arm_call` off (it may have expired already)."""
+    def drop(self, limit: Expiring) -> None:
+        """Take a limit of `add` off (it may have expired already)."""
         self._underway.discard(limit)
 
     def disarm(self, limit: Limit) -> bool:
@@ -74,7 +81,7 @@ class Deadlines:
             self._timer.cancel()
             self._timer = None
 
-    def _add(self, limit: Limit | CallLimit) -> None:
+    def _add(self, limit: Expiring) -> None:
         self._underway.add(limit)
         timer = self._timer
         if timer is None or limit.when < self._timer_when:
@@ -89,7 +96,7 @@ class Deadlines:
         passed = self._loop.time() if timer is None else max(self._timer_when, self._loop.time())
         self._timer = None
         nearest: float | None = None
-        expired: list[Limit | CallLimit] = []
+        expired: list[Expiring] = []
         for limit in self._underway:
             if limit.when <= passed:
                 expired.append(limit)
@@ -121,16 +128,3 @@ class Limit:
         if not self.expired:
             self.expired = True
             self.task.cancel()
-
-
-class CallLimit:
-    """One request's time limit that calls back, armed by `Deadlines.arm_call`."""
-
-    __slots__ = ("callback", "when")
-
-    def __init__(self, callback: Callable[[], object], when: float) -> None:
-        self.callback = callback
-        self.when = when
-
-    def expire(self) -> None:
-        self.callback()

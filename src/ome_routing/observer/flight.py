@@ -28,7 +28,7 @@ from ome_routing.core.durations import Duration
 from ome_routing.core.report import Reading, ReportError, parse_report
 from ome_routing.observer import failures
 from ome_routing.observer.budget import RequestBudget
-from ome_routing.observer.deadlines import CallLimit, Deadlines
+from ome_routing.observer.deadlines import Deadlines
 from ome_routing.observer.failures import Outcome, PollFailure
 from ome_routing.observer.transport import CLOSED_EARLY, Connection, Pool, StaleConnection
 
@@ -123,13 +123,14 @@ class Flight:
 
     `on_result` is called once, with the result, unless the poll is cancelled first;
     the slot is given back before it is called. It is also the `Waiter` of its
-    connection (`done`, `set_result`, `set_exception`).
+    connection (`done`, `set_result`, `set_exception`), and its own time limit on the
+    client's `Deadlines` (`when`, `expire`).
     """
 
     __slots__ = (
+        "_armed",
         "_connecting",
         "_connection",
-        "_limit",
         "_on_result",
         "_over",
         "_request",
@@ -138,6 +139,7 @@ class Flight:
         "_start",
         "_timeout",
         "_waited",
+        "when",
     )
 
     def __init__(
@@ -154,7 +156,9 @@ class Flight:
         self._on_result = on_result
         self._waited = waited
         self._start = 0.0
-        self._limit: CallLimit | None = None
+        #: when the time runs out, once the request is sent
+        self.when = 0.0
+        self._armed = False
         self._connection: Connection | None = None
         self._connecting: asyncio.Task[None] | None = None
         self._over = False
@@ -168,7 +172,9 @@ class Flight:
             return
         # the timeout's start is now, when the request goes out
         self._start = start = sender.loop.time()
-        self._limit = sender.deadlines.arm_call(start + self._timeout.seconds, self._expire)
+        self.when = start + self._timeout.seconds
+        self._armed = True
+        sender.deadlines.add(self)
         request = self._request
         connection = sender.pool.take(request.origin)
         if connection is None:
@@ -184,8 +190,8 @@ class Flight:
         self._over = True
         self._stop_sending()
         sender = self._sender
-        if self._limit is not None:
-            sender.deadlines.drop(self._limit)
+        if self._armed:
+            sender.deadlines.drop(self)
         sender.budget.release()
 
     # --- the connection's answer (`transport.Waiter`) ---------------------------------
@@ -244,7 +250,8 @@ class Flight:
         self._connection = connection
         connection.send_to(self, self._request.head, self._sender.limit)
 
-    def _expire(self) -> None:
+    def expire(self) -> None:
+        """The time ran out (called by the client's `Deadlines`)."""
         if self._over:
             return
         connection = self._connection
@@ -268,7 +275,7 @@ class Flight:
         self._over = True
         self._connection = None
         sender = self._sender
-        if self._limit is not None:
-            sender.deadlines.drop(self._limit)
+        if self._armed:
+            sender.deadlines.drop(self)
         sender.budget.release()
         self._on_result(result)

@@ -222,6 +222,7 @@ class Observer:
         self._kicked = False
         self._pumping = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._sender = client.sender
 
     # --- the homes --------------------------------------------------------------
 
@@ -404,11 +405,16 @@ class Observer:
             while True:
                 now = loop.time()
                 if not budget.try_acquire():
+                    # a poll of the observer's that ends pumps again: no place in line
+                    if self._flying and not budget.waiting:
+                        return
                     first = self._queue.first_due()
-                    if (not self._flying or budget.waiting) and first is not None and first <= now:
+                    if first is not None and first <= now:
                         self._slot_since = now
                         self._slot = budget.wait_for_slot()
                         self._slot.add_done_callback(self._slot_passed)
+                    else:
+                        self._set_timer(loop)
                     return
                 home = self._take(now)
                 if home is None:
@@ -463,7 +469,7 @@ class Observer:
         # the next deadline advances as the poll goes out: the first period boundary
         # after now, counted from the deadline this poll was due at
         home.following = advance(home.due, now, policy.period.seconds)
-        flight = self._client.flight(request, policy.timeout, partial(self._landed, home))
+        flight = Flight(self._sender, request, policy.timeout, partial(self._landed, home))
         home.flight = flight
         self._flying += 1
         flight.launch()

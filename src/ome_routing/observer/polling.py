@@ -36,7 +36,7 @@ from ome_routing.observer import failures
 from ome_routing.observer.budget import RequestBudget
 from ome_routing.observer.deadlines import Deadlines
 from ome_routing.observer.failures import PollFailure
-from ome_routing.observer.flight import Flight, OnResult, Sender, failed, out_of_time
+from ome_routing.observer.flight import Flight, Sender, failed, out_of_time
 from ome_routing.observer.flight import PollResult as PollResult  # where it used to be
 from ome_routing.observer.transport import (
     CLOSED_EARLY,
@@ -266,13 +266,14 @@ class PollClient:
             flight.cancel()
             raise
 
-    def flight(self, request: PollRequest, timeout: Duration, on_result: OnResult) -> Flight:
-        """A poll to `launch` once the caller holds a budget slot, as callbacks.
+    @property
+    def sender(self) -> Sender:
+        """What a poll sent as callbacks (`flight.Flight`) needs of this client.
 
-        `on_result` gets its `PollResult` (after the slot is given back), unless the
-        flight is cancelled first. Waiting for the slot is the caller's.
+        The caller holds a budget slot for each `Flight` it launches; the flight gives
+        it back when it ends.
         """
-        return Flight(self._sender, request, timeout, on_result)
+        return self._sender
 
     def connecting(self) -> set[asyncio.Task[None]]:
         """The tasks that open connections for polls now (a cancelled one may linger)."""
