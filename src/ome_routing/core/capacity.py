@@ -195,29 +195,10 @@ def record_reading(window: Window, reading: Reading, now: datetime) -> Window:
     settings = window.settings
     observed_at = reading.observed_at
     readings = window.readings
-    if (
-        window.ordered
-        and readings
-        and readings[-1].observed_at <= observed_at <= now
-        and len(readings) == settings.samples
-    ):
-        # the usual poll of a steady reporter: a full window in order, a reading newer
-        # than its last. Only its oldest reading leaves it (whether aged out or pushed
-        # out), unless the next one has aged out too: then the general path below.
-        try:
-            cutoff = now - settings.max_age_span
-        except OverflowError:  # before year 1: the general path
-            cutoff = None
-        if cutoff is not None and (len(readings) == 1 or readings[1].observed_at > cutoff):
-            if observed_at <= cutoff:
-                return Window(settings, failure=stale_reason(settings.max_age), stale=True)
-            kept = (*readings[1:], reading)
-            ranked = window.ranked
-            if ranked is None:
-                ranked = tuple(sorted(map(_SERVABLE, kept)))
-            elif readings[0].servable != reading.servable:
-                ranked = _reranked(ranked, (readings[0],), reading.servable)
-            return Window(settings, kept, ordered=True, ranked=ranked)
+    if window.ordered and readings and readings[-1].observed_at <= observed_at <= now:
+        steady = _steady(window, reading, now)
+        if steady is not None:
+            return steady
     age = now - observed_at
     if age < _NO_TIME:
         return Window(settings, failure=FUTURE)
@@ -242,6 +223,39 @@ def record_reading(window: Window, reading: Reading, now: datetime) -> Window:
     if ranked is None:
         ranked = tuple(sorted(map(_SERVABLE, kept)))
     return Window(settings, kept, ordered=ordered, ranked=ranked)
+
+
+def _steady(window: Window, reading: Reading, now: datetime) -> Window | None:
+    """`record_reading` for the usual poll of a steady reporter, or None for the general path.
+
+    The window is in order and the reading no older than its last: at most the oldest
+    reading leaves it (aged out, or pushed out of a full window). When more have aged
+    out, the general path works it out.
+    """
+    settings = window.settings
+    readings = window.readings
+    try:
+        cutoff = now - settings.max_age_span
+    except OverflowError:  # before year 1
+        return None
+    oldest = readings[0]
+    if oldest.observed_at > cutoff:  # none has aged out
+        drop = len(readings) >= settings.samples
+    elif len(readings) == 1 or readings[1].observed_at > cutoff:  # only the oldest has
+        drop = True
+    else:
+        return None
+    if reading.observed_at <= cutoff:
+        return Window(settings, failure=stale_reason(settings.max_age), stale=True)
+    kept = (*readings[1:], reading) if drop else (*readings, reading)
+    ranked = window.ranked
+    if ranked is None:
+        ranked = tuple(sorted(map(_SERVABLE, kept)))
+    elif not drop:
+        ranked = _reranked(ranked, (), reading.servable)
+    elif oldest.servable != reading.servable:
+        ranked = _reranked(ranked, (oldest,), reading.servable)
+    return Window(settings, kept, ordered=True, ranked=ranked)
 
 
 def _reranked(ranked: tuple[int, ...], gone: Sequence[Reading], added: int) -> tuple[int, ...]:

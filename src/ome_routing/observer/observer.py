@@ -69,6 +69,10 @@ log = logging.getLogger("ome_routing.observer")
 
 #: The schedule's lane of homes that were due again as soon as their poll ended.
 _LATE = "late"
+#: The lanes of first polls: homes added while the observer runs (due at once, in the
+#: order they came), and the homes held at start (in the order of their offsets).
+_AT_ONCE = "at once"
+_SPREAD = "spread"
 #: The names of the observer's tasks (those that open a poll's connection) start with this.
 WORKER_NAME = "capacity poller"
 
@@ -176,6 +180,10 @@ def _settings(policy: CapacityPolicy) -> WindowSettings:
     return WindowSettings(samples=policy.samples, quorum=policy.quorum, max_age=policy.max_age)
 
 
+def _due_of(entry: tuple[float, _Home]) -> float:
+    return entry[0]
+
+
 def _cancel_wake(home: _Home) -> None:
     """Call off the timer that would judge the home again before its next poll."""
     if home.wake is not None:
@@ -240,7 +248,7 @@ class Observer:
         fresh = self._new_home(key, endpoint, _shared(policy))
         self._homes[key] = fresh
         if self._phase is _Phase.RUNNING:
-            self._launch(fresh, spread=False)
+            self._launch(fresh)
         if home is not None and fresh.verdict != home.verdict:
             self._on_change(key, fresh.verdict)
         return fresh.verdict
@@ -274,12 +282,21 @@ class Observer:
         await self._drain()  # a stop that did not wait for its tasks
         self._phase = _Phase.RUNNING
         self._loop = asyncio.get_running_loop()
+        now = self._loop.time()
+        first: list[tuple[float, _Home]] = []
         for key, old in list(self._homes.items()):
             home = self._new_home(key, old.endpoint, old.policy, old.request)
             self._homes[key] = home
-            self._launch(home, spread=True)
+            if not isinstance(home.request, PollFailure):
+                offset = first_offset(home.key, home.policy.period.seconds)
+                first.append((now + offset, home))
             if home.verdict != old.verdict:
                 self._on_change(key, home.verdict)
+        # in due order, so that they queue in one lane rather than in the heap
+        first.sort(key=_due_of)
+        for due, home in first:
+            self._schedule(home, due, _SPREAD)
+        self._kick()
 
     async def stop(self) -> None:
         """Stop every poll and wait until no task of the observer is left."""
@@ -333,15 +350,11 @@ class Observer:
             window = record_failure(window, request.reason)
         return _Home(key, endpoint, policy, request, window, verdict_at(window, self._clock()))
 
-    def _launch(self, home: _Home, *, spread: bool) -> None:
-        """Schedule a home's first poll: at once, or spread over its first period."""
+    def _launch(self, home: _Home) -> None:
+        """Schedule the first poll of a home added while the observer runs: at once."""
         if isinstance(home.request, PollFailure):
             return  # nothing to send: the verdict shows why, until the home changes
-        now = asyncio.get_running_loop().time()
-        if spread:
-            self._schedule(home, now + first_offset(home.key, home.policy.period.seconds))
-        else:
-            self._schedule(home, now)
+        self._schedule(home, asyncio.get_running_loop().time(), _AT_ONCE)
         self._kick()
 
     def _retire(self, home: _Home) -> None:
