@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
 from itertools import pairwise
 from operator import attrgetter
 
@@ -42,6 +43,7 @@ from ome_routing.core.report import FUTURE, Reading, stale_reason
 NO_REPORT_YET = "no capacity report yet"
 
 
+@lru_cache(maxsize=256)
 def awaiting_quorum_reason(accepted: int, quorum: int) -> str:
     return f"capacity report awaiting quorum ({accepted}/{quorum} accepted samples)"
 
@@ -195,7 +197,12 @@ def record_reading(window: Window, reading: Reading, now: datetime) -> Window:
     settings = window.settings
     observed_at = reading.observed_at
     readings = window.readings
-    if window.ordered and readings and readings[-1].observed_at <= observed_at <= now:
+    if not readings:
+        # the first reading, or the first after a failure: nothing to keep or rank
+        first = _first(settings, reading, now)
+        if first is not None:
+            return first
+    elif window.ordered and readings[-1].observed_at <= observed_at <= now:
         steady = _steady(window, reading, now)
         if steady is not None:
             return steady
@@ -223,6 +230,17 @@ def record_reading(window: Window, reading: Reading, now: datetime) -> Window:
     if ranked is None:
         ranked = tuple(sorted(map(_SERVABLE, kept)))
     return Window(settings, kept, ordered=ordered, ranked=ranked)
+
+
+def _first(settings: WindowSettings, reading: Reading, now: datetime) -> Window | None:
+    """`record_reading` into a window with no readings, or None for the general path."""
+    try:
+        cutoff = now - settings.max_age_span
+    except OverflowError:  # before year 1
+        return None
+    if cutoff < reading.observed_at <= now:
+        return Window(settings, (reading,), ordered=True, ranked=(reading.servable,))
+    return None
 
 
 def _steady(window: Window, reading: Reading, now: datetime) -> Window | None:
@@ -327,11 +345,22 @@ def verdict(window: Window, now: datetime) -> Verdict:
 _USABLE = tuple(Verdict(ceiling, None) for ceiling in range(256))
 
 
+#: The verdicts of recent fallback reasons, by their text (started over when full).
+_FALLBACKS: dict[str, Verdict] = {}
+
+
 def _verdict(window: Window, window_state: WindowState, fresh: Sequence[Reading]) -> Verdict:
     if window_state is WindowState.USABLE:
         ceiling = _ceiling(window, fresh)
         return _USABLE[ceiling] if ceiling < 256 else Verdict(ceiling, None)
-    return Verdict(None, fallback_reason(window_state, window, len(fresh)))
+    reason = fallback_reason(window_state, window, len(fresh))
+    assert reason is not None
+    held = _FALLBACKS.get(reason)
+    if held is None:
+        if len(_FALLBACKS) >= 1024:
+            _FALLBACKS.clear()
+        held = _FALLBACKS[reason] = Verdict(None, reason)
+    return held
 
 
 def next_change(window: Window, now: datetime) -> datetime | None:

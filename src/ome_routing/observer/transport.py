@@ -31,9 +31,8 @@ import asyncio
 import socket
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
 from ipaddress import ip_address
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 import httptools
 
@@ -54,9 +53,12 @@ class Resolver(Protocol):
     async def resolve(self, host: str, port: int, family: socket.AddressFamily) -> Any: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Where a request's connection goes: the URL's host and port, and whether TLS."""
+class Origin(NamedTuple):
+    """Where a request's connection goes: the URL's host and port, and whether TLS.
+
+    A named tuple: the pool looks its connections up by origin twice a poll, and a
+    tuple's hash and equality are the cheapest.
+    """
 
     host: str
     port: int
