@@ -35,7 +35,7 @@ from ome_routing.observer.transport import CLOSED_EARLY, Connection, Pool, Stale
 if TYPE_CHECKING:
     from ome_routing.observer.polling import PollRequest
 
-#: The name of the tasks that open a poll's connection (the observer's workers' prefix).
+#: The name of the tasks that open a poll's connection (it starts with `observer.WORKER_NAME`).
 CONNECT_TASK = "capacity poller connecting"
 #: Bodies up to this many bytes have their reading kept.
 _CACHED_BODY_BYTES = 512

@@ -219,9 +219,10 @@ class Observer:
         self._queue: DueQueue[_Home] = DueQueue()
         #: polls underway
         self._flying = 0
-        #: the place in the budget's line while every slot is held by others
-        self._slot: asyncio.Future[None] | None = None
-        self._slot_since = 0.0
+        #: places in the budget's line while others hold slots, and since when: with the
+        #: polls underway, as many as the budget has slots, so that neither the polls nor
+        #: the probes crowd the other kind out of the line
+        self._places: dict[asyncio.Future[None], float] = {}
         #: polls the first scheduled home when it is due
         self._timer: asyncio.TimerHandle | None = None
         #: when `_timer` rings (uvloop's timers do not say)
@@ -312,9 +313,9 @@ class Observer:
             home.verdict = Verdict(None, reason)
             home.change = None
         self._queue.clear()
-        if self._slot is not None:
-            self._client.budget.stop_waiting(self._slot)
-            self._slot = None
+        places, self._places = self._places, {}
+        for place in places:
+            self._client.budget.stop_waiting(place)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -408,7 +409,7 @@ class Observer:
         budget's line.
         """
         self._kicked = False
-        if self._pumping or self._phase is not _Phase.RUNNING or self._slot is not None:
+        if self._pumping or self._phase is not _Phase.RUNNING:
             return
         loop = self._loop
         assert loop is not None
@@ -423,9 +424,11 @@ class Observer:
                         return
                     first = self._queue.first_due()
                     if first is not None and first <= now:
-                        self._slot_since = now
-                        self._slot = budget.wait_for_slot()
-                        self._slot.add_done_callback(self._slot_passed)
+                        places = self._places
+                        while len(places) + self._flying < budget.limit:
+                            place = budget.wait_for_slot()
+                            places[place] = now
+                            place.add_done_callback(self._slot_passed)
                     else:
                         self._set_timer(loop)
                     return
@@ -440,14 +443,14 @@ class Observer:
 
     def _slot_passed(self, slot: asyncio.Future[None]) -> None:
         """The budget passed a slot to the observer's place in line."""
-        if self._slot is not slot:
+        since = self._places.pop(slot, None)
+        if since is None or slot.cancelled():
             return  # `stop` took the place back
-        self._slot = None
         loop = self._loop
         assert loop is not None
         now = loop.time()
         budget = self._client.budget
-        budget.passed(now - self._slot_since)
+        budget.passed(now - since)
         home = self._take(now)
         if home is None:
             budget.release()
