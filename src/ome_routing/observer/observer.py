@@ -42,11 +42,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from functools import lru_cache, partial
-from typing import NamedTuple, Protocol
 
 from ome_routing.core.capacity import (
     Verdict,
@@ -64,6 +63,10 @@ from ome_routing.observer.failures import Outcome, PollFailure
 from ome_routing.observer.flight import Flight, PollResult
 from ome_routing.observer.polling import PollClient, PollRequest, build_request
 from ome_routing.observer.scheduling import DueQueue, advance, first_offset
+from ome_routing.observer.stats import NoStats as NoStats
+from ome_routing.observer.stats import PollCounts as PollCounts
+from ome_routing.observer.stats import PollEvent as PollEvent
+from ome_routing.observer.stats import PollStats as PollStats
 
 log = logging.getLogger("ome_routing.observer")
 
@@ -83,53 +86,6 @@ OnChange = Callable[[HomeKey, Verdict], None]
 
 def wall_clock() -> datetime:
     return datetime.now(UTC)
-
-
-class PollEvent(NamedTuple):
-    """One finished poll, for metrics: times are event-loop seconds.
-
-    A named tuple: one is made for every poll, and it is the cheapest immutable record.
-    """
-
-    key: HomeKey
-    outcome: Outcome
-    #: when the poll was due and started waiting for a request slot
-    started: float
-    #: seconds spent waiting for the slot (the request went out at started + waited)
-    waited: float
-    #: seconds from sending the request to the end of the answer
-    latency: float
-
-
-class PollStats(Protocol):
-    """What the observer reports about its polls; the metrics layer implements it."""
-
-    def poll_finished(self, event: PollEvent) -> None: ...
-
-
-class NoStats:
-    def poll_finished(self, event: PollEvent) -> None:
-        return None
-
-
-@dataclass(slots=True)
-class PollCounts:
-    """A plain `PollStats`: polls by outcome, and total latency and wait."""
-
-    by_outcome: dict[Outcome, int] = field(default_factory=dict)
-    latency_seconds: float = 0.0
-    waited_seconds: float = 0.0
-    longest_wait: float = 0.0
-
-    def poll_finished(self, event: PollEvent) -> None:
-        self.by_outcome[event.outcome] = self.by_outcome.get(event.outcome, 0) + 1
-        self.latency_seconds += event.latency
-        self.waited_seconds += event.waited
-        self.longest_wait = max(self.longest_wait, event.waited)
-
-    @property
-    def total(self) -> int:
-        return sum(self.by_outcome.values())
 
 
 class _Phase(Enum):
