@@ -461,7 +461,11 @@ class Observer:
                     loop = self._loop
                     assert loop is not None
                     self._schedule(home, loop.time() + home.policy.period.seconds)
-        self._pump()
+        try:
+            self._pump()
+        except Exception:
+            # called from a connection's answer: a fault here must not close it
+            log.exception("capacity polls: the schedule failed to send the next due poll")
 
     def _record(self, home: _Home, result: PollResult) -> None:
         """Record a poll's outcome, judge the home and schedule its next poll."""
