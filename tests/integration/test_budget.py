@@ -154,3 +154,43 @@ async def test_a_waiter_cancelled_as_its_slot_arrives_passes_the_slot_on() -> No
     assert budget.in_use == 1 and budget.waiting == 0
     budget.release()
     assert budget.in_use == 0
+
+
+async def test_a_place_in_line_by_callback_takes_its_turn_with_coroutine_waiters() -> None:
+    """`wait_for_slot` (the observer's) and `acquire` (the prober's) share one line."""
+    budget = RequestBudget(1)
+    assert budget.try_acquire()
+    order: list[str] = []
+
+    async def wait(name: str) -> None:
+        await budget.acquire()
+        order.append(name)
+        budget.release()
+
+    first = asyncio.create_task(wait("coroutine"))
+    await asyncio.sleep(0)
+    place = budget.wait_for_slot()
+    place.add_done_callback(lambda _: order.append("callback"))
+    assert budget.waiting == 2
+    budget.release()
+    await first
+    await place
+    assert order == ["coroutine", "callback"]
+    assert budget.in_use == 1  # the place's slot is held until given back
+    budget.passed(0.25)
+    assert budget.granted == 3 and budget.waited_seconds >= 0.25
+    budget.release()
+    assert budget.in_use == 0
+
+
+async def test_a_place_in_line_given_up_leaves_the_line_or_gives_its_slot_back() -> None:
+    budget = RequestBudget(1)
+    assert budget.try_acquire()
+    waiting = budget.wait_for_slot()
+    budget.stop_waiting(waiting)
+    assert budget.waiting == 0 and waiting.cancelled()
+    served = budget.wait_for_slot()
+    budget.release()  # passed on to `served`
+    assert served.done() and budget.in_use == 1
+    budget.stop_waiting(served)  # given up after the slot came: the slot goes back
+    assert budget.in_use == 0 and budget.try_acquire()

@@ -7,6 +7,7 @@ a cancellation that `disarm` owns up to becomes a timeout.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -92,3 +93,46 @@ async def test_a_cancellation_from_elsewhere_stays_a_cancellation() -> None:
 async def test_a_limit_already_past_expires_at_the_next_turn() -> None:
     deadlines = Deadlines(asyncio.get_running_loop())
     assert await within(deadlines, -1, 5) == "timed out"
+
+
+class Calling:
+    """A limit that calls back, as a poll sent as callbacks is its own limit."""
+
+    def __init__(self, when: float, on_expire: Callable[[], None] = lambda: None) -> None:
+        self.when = when
+        self.on_expire = on_expire
+        self.expired_at: float | None = None
+
+    def expire(self) -> None:
+        self.expired_at = asyncio.get_running_loop().time()
+        self.on_expire()
+
+
+async def test_a_limit_that_calls_back_expires_at_its_moment_unless_dropped() -> None:
+    loop = asyncio.get_running_loop()
+    deadlines = Deadlines(loop)
+    start = loop.time()
+    kept, dropped = Calling(start + 0.1), Calling(start + 0.05)
+    deadlines.add(kept)
+    deadlines.add(dropped)
+    deadlines.drop(dropped)
+    await asyncio.sleep(0.2)
+    assert kept.expired_at is not None and kept.expired_at - start == pytest.approx(0.1, abs=0.01)
+    assert dropped.expired_at is None
+    assert len(deadlines) == 0
+
+
+async def test_a_limit_armed_by_an_expiring_one_expires_at_its_own_moment() -> None:
+    """An expiry that starts the next request arms its limit against the timer it left."""
+    loop = asyncio.get_running_loop()
+    deadlines = Deadlines(loop)
+    start = loop.time()
+    following = Calling(start + 0.3)
+    first = Calling(start + 0.1, lambda: deadlines.add(following))
+    later = Calling(start + 0.5)
+    deadlines.add(first)
+    deadlines.add(later)
+    await asyncio.sleep(0.6)
+    assert following.expired_at is not None and later.expired_at is not None
+    assert following.expired_at - start == pytest.approx(0.3, abs=0.01)
+    assert later.expired_at - start == pytest.approx(0.5, abs=0.01)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -288,6 +289,55 @@ async def test_a_poll_waits_in_the_schedule_while_every_slot_is_taken(
     assert server.most_in_flight == 1
     # one slot, polls of 0.2s: a due poll waited for the other's to end, and says so
     assert w.stats.longest_wait >= 0.15
+
+
+async def hold_every_slot(budget: RequestBudget, release: asyncio.Event) -> None:
+    """As probes do: hold every slot of the shared budget until `release` is set."""
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(budget.limit):
+            await stack.enter_async_context(budget.slot())
+        await release.wait()
+
+
+async def test_a_home_due_while_probes_hold_every_slot_waits_in_line_for_one(
+    watch: WatchFactory, reporter: StartReporter
+) -> None:
+    server = await reporter(reporting(2))
+    w = await watch(budget=2)
+    release = asyncio.Event()
+    holder = asyncio.create_task(hold_every_slot(w.budget, release))
+    while w.budget.in_use < 2:
+        await asyncio.sleep(0.01)
+    w.observer.set_home("a", server.base, a_policy(period="1s"))
+    await asyncio.sleep(0.3)
+    assert server.requests == []
+    # places in line for as many polls as the budget has slots, as the prober takes
+    assert w.budget.waiting == 2
+    release.set()
+    await w.until("a", Verdict(2, None))
+    await holder
+    assert w.stats.longest_wait >= 0.25
+    assert w.budget.in_use == 0
+
+
+async def test_a_home_that_becomes_due_while_probes_hold_every_slot_is_still_polled(
+    watch: WatchFactory, reporter: StartReporter
+) -> None:
+    """Nothing was due when the slots were all taken: the schedule's timer still rings."""
+    server = await reporter(reporting(2))
+    w = await watch(budget=1)
+    await w.observer.stop()
+    w.observer.set_home("a", server.base, a_policy(period="200ms"))  # spread over 200ms
+    release = asyncio.Event()
+    holder = asyncio.create_task(hold_every_slot(w.budget, release))
+    while w.budget.in_use < 1:
+        await asyncio.sleep(0.01)
+    await w.observer.start()
+    await asyncio.sleep(0.4)
+    assert server.requests == []
+    release.set()
+    await w.until("a", Verdict(2, None))
+    await holder
 
 
 async def test_homes_are_polled_every_period(watch: WatchFactory, reporter: StartReporter) -> None:

@@ -248,6 +248,30 @@ def test_a_steady_reporter_keeps_the_window_ordered_and_ranked() -> None:
     assert [r.servable for r in window.readings] == [2, 7, 4]
 
 
+def test_a_full_window_whose_two_oldest_readings_aged_out_keeps_only_its_fresh_ones() -> None:
+    """A steady reporter's full window loses more than its oldest reading to age."""
+    config = WindowSettings(samples=3, quorum=2, max_age=Duration(30 * SECOND))
+    window, now = replay(
+        empty_window(config), [Poll(0, 5, 0), Poll(1_000, 2, 0), Poll(19_000, 7, 0)]
+    )
+    assert window.ordered and len(window.readings) == 3
+    at = now + timedelta(milliseconds=11_500)  # 31.5 s after the first, 30.5 s after the second
+    after = record_reading(window, Reading(4, at), at)
+    assert [r.servable for r in after.readings] == [7, 4]
+    assert after.ranked == (4, 7)
+    assert after == record_reading(plain(window), Reading(4, at), at)
+    assert verdict(after, at) == Verdict(7, None)
+
+
+def test_a_one_sample_window_fails_a_newer_reading_that_is_already_stale() -> None:
+    config = WindowSettings(samples=1, quorum=1, max_age=Duration(30 * SECOND))
+    window, now = replay(empty_window(config), [Poll(0, 5, 0)])
+    at = now + timedelta(seconds=40)
+    after = record_reading(window, Reading(4, now + timedelta(seconds=5)), at)
+    assert after == Window(config, failure=stale_reason(config.max_age), stale=True)
+    assert verdict(after, at) == Verdict(None, stale_reason(config.max_age))
+
+
 class OmeWindow:
     """OME's window, step for step (`expire`, `record_success`, `record_failure`): the model."""
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
 from itertools import pairwise
 from operator import attrgetter
 
@@ -42,6 +43,7 @@ from ome_routing.core.report import FUTURE, Reading, stale_reason
 NO_REPORT_YET = "no capacity report yet"
 
 
+@lru_cache(maxsize=256)
 def awaiting_quorum_reason(accepted: int, quorum: int) -> str:
     return f"capacity report awaiting quorum ({accepted}/{quorum} accepted samples)"
 
@@ -193,12 +195,22 @@ def record_reading(window: Window, reading: Reading, now: datetime) -> Window:
     The checks are `report.freshness_failure`'s, with the window's span worked out once.
     """
     settings = window.settings
-    age = now - reading.observed_at
+    observed_at = reading.observed_at
+    readings = window.readings
+    if not readings:
+        # the first reading, or the first after a failure: nothing to keep or rank
+        first = _first(settings, reading, now)
+        if first is not None:
+            return first
+    elif window.ordered and readings[-1].observed_at <= observed_at <= now:
+        steady = _steady(window, reading, now)
+        if steady is not None:
+            return steady
+    age = now - observed_at
     if age < _NO_TIME:
         return Window(settings, failure=FUTURE)
     if age >= settings.max_age_span:
         return Window(settings, failure=stale_reason(settings.max_age), stale=True)
-    readings = window.readings
     fresh = _fresh(window, now)
     kept = (*fresh, reading)
     excess = len(kept) - settings.samples
@@ -218,6 +230,50 @@ def record_reading(window: Window, reading: Reading, now: datetime) -> Window:
     if ranked is None:
         ranked = tuple(sorted(map(_SERVABLE, kept)))
     return Window(settings, kept, ordered=ordered, ranked=ranked)
+
+
+def _first(settings: WindowSettings, reading: Reading, now: datetime) -> Window | None:
+    """`record_reading` into a window with no readings, or None for the general path."""
+    try:
+        cutoff = now - settings.max_age_span
+    except OverflowError:  # before year 1
+        return None
+    if cutoff < reading.observed_at <= now:
+        return Window(settings, (reading,), ordered=True, ranked=(reading.servable,))
+    return None
+
+
+def _steady(window: Window, reading: Reading, now: datetime) -> Window | None:
+    """`record_reading` for the usual poll of a steady reporter, or None for the general path.
+
+    The window is in order and the reading no older than its last: at most the oldest
+    reading leaves it (aged out, or pushed out of a full window). When more have aged
+    out, the general path works it out.
+    """
+    settings = window.settings
+    readings = window.readings
+    try:
+        cutoff = now - settings.max_age_span
+    except OverflowError:  # before year 1
+        return None
+    oldest = readings[0]
+    if oldest.observed_at > cutoff:  # none has aged out
+        drop = len(readings) >= settings.samples
+    elif len(readings) == 1 or readings[1].observed_at > cutoff:  # only the oldest has
+        drop = True
+    else:
+        return None
+    if reading.observed_at <= cutoff:
+        return Window(settings, failure=stale_reason(settings.max_age), stale=True)
+    kept = (*readings[1:], reading) if drop else (*readings, reading)
+    ranked = window.ranked
+    if ranked is None:
+        ranked = tuple(sorted(map(_SERVABLE, kept)))
+    elif not drop:
+        ranked = _reranked(ranked, (), reading.servable)
+    elif oldest.servable != reading.servable:
+        ranked = _reranked(ranked, (oldest,), reading.servable)
+    return Window(settings, kept, ordered=True, ranked=ranked)
 
 
 def _reranked(ranked: tuple[int, ...], gone: Sequence[Reading], added: int) -> tuple[int, ...]:
@@ -284,10 +340,27 @@ def verdict(window: Window, now: datetime) -> Verdict:
     return _verdict(window, *_assess(window, now))
 
 
+#: The verdicts of the usual ceilings, made once: a verdict is immutable, and one is
+#: judged on every poll.
+_USABLE = tuple(Verdict(ceiling, None) for ceiling in range(256))
+
+
+#: The verdicts of recent fallback reasons, by their text (started over when full).
+_FALLBACKS: dict[str, Verdict] = {}
+
+
 def _verdict(window: Window, window_state: WindowState, fresh: Sequence[Reading]) -> Verdict:
     if window_state is WindowState.USABLE:
-        return Verdict(_ceiling(window, fresh), None)
-    return Verdict(None, fallback_reason(window_state, window, len(fresh)))
+        ceiling = _ceiling(window, fresh)
+        return _USABLE[ceiling] if ceiling < 256 else Verdict(ceiling, None)
+    reason = fallback_reason(window_state, window, len(fresh))
+    assert reason is not None
+    held = _FALLBACKS.get(reason)
+    if held is None:
+        if len(_FALLBACKS) >= 1024:
+            _FALLBACKS.clear()
+        held = _FALLBACKS[reason] = Verdict(None, reason)
+    return held
 
 
 def next_change(window: Window, now: datetime) -> datetime | None:
@@ -328,7 +401,10 @@ def _next_change(
         if ordered:
             moment = fresh[len(fresh) - quorum].observed_at
             # so does losing one at or below the ceiling: the oldest of them goes first
-            at_or_below = next(r.observed_at for r in fresh if r.servable <= ceiling)
+            for reading in fresh:  # a loop, not a generator: it runs on every poll
+                if reading.servable <= ceiling:
+                    at_or_below = reading.observed_at
+                    break
         else:
             moment = sorted(map(_OBSERVED_AT, fresh))[len(fresh) - quorum]
             at_or_below = min(r.observed_at for r in fresh if r.servable <= ceiling)

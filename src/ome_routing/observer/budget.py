@@ -100,6 +100,32 @@ class RequestBudget:
         self._waited_total += waited
         return waited
 
+    def wait_for_slot(self) -> asyncio.Future[None]:
+        """A future that is done when a slot passes to it, in turn with every waiter.
+
+        For a caller that waits by callback rather than in a coroutine; once the
+        future is done the slot is held: count it with `passed`, give it back with
+        `release`. Cancel the future to stop waiting.
+        """
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        return waiter
+
+    def stop_waiting(self, waiter: asyncio.Future[None]) -> None:
+        """Take a future of `wait_for_slot` out of the line; a slot it got goes back."""
+        if waiter.done():
+            if not waiter.cancelled():
+                self.release()
+            return
+        waiter.cancel()
+        if waiter in self._waiters:
+            self._waiters.remove(waiter)
+
+    def passed(self, waited: float) -> None:
+        """Count a slot that `wait_for_slot`'s future got after `waited` seconds."""
+        self._granted += 1
+        self._waited_total += waited
+
     def release(self) -> None:
         """Give a slot back: to the oldest waiter, or to the free ones."""
         waiters = self._waiters

@@ -12,13 +12,24 @@ A limit behaves as `asyncio.timeout` does: its task is cancelled at the limit, a
 caller turns that cancellation into a timeout, while a cancellation from elsewhere stays
 one. It is armed with `arm` and taken off with `disarm`, which says whether the limit
 was the cause; no context manager, since it runs for every request and the coroutines
-of one would cost on each.
+of one would cost on each. A request that runs as callbacks rather than in a task
+(`flight`) is its own limit (`Expiring`: a moment and what to do then): `add` arms it
+and `drop` takes it off.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
+
+
+class Expiring(Protocol):
+    """What a limit is to the timer: when it passes, and what to do then."""
+
+    @property
+    def when(self) -> float: ...
+
+    def expire(self) -> None: ...
 
 
 class Deadlines:
@@ -26,7 +37,7 @@ class Deadlines:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._underway: set[Limit] = set()
+        self._underway: set[Expiring] = set()
         self._timer: asyncio.TimerHandle | None = None
         #: when the timer fires (uvloop's timers do not say)
         self._timer_when = 0.0
@@ -46,6 +57,14 @@ class Deadlines:
         self._add(limit)
         return limit
 
+    def add(self, limit: Expiring) -> None:
+        """Call `limit.expire()` at `limit.when` unless `drop` comes first."""
+        self._add(limit)
+
+    def drop(self, limit: Expiring) -> None:
+        """Take a limit of `add` off (it may have expired already)."""
+        self._underway.discard(limit)
+
     def disarm(self, limit: Limit) -> bool:
         """Take a limit off; True when it expired and cancelled the task."""
         self._underway.discard(limit)
@@ -62,7 +81,7 @@ class Deadlines:
             self._timer.cancel()
             self._timer = None
 
-    def _add(self, limit: Limit) -> None:
+    def _add(self, limit: Expiring) -> None:
         self._underway.add(limit)
         timer = self._timer
         if timer is None or limit.when < self._timer_when:
@@ -77,15 +96,19 @@ class Deadlines:
         passed = self._loop.time() if timer is None else max(self._timer_when, self._loop.time())
         self._timer = None
         nearest: float | None = None
-        for limit in list(self._underway):
+        expired: list[Expiring] = []
+        for limit in self._underway:
             if limit.when <= passed:
-                self._underway.discard(limit)
-                limit.expire()
+                expired.append(limit)
             elif nearest is None or limit.when < nearest:
                 nearest = limit.when
+        self._underway.difference_update(expired)
         if nearest is not None:
             self._timer = self._loop.call_at(nearest, self._expire)
             self._timer_when = nearest
+        # last: an expiry that calls back may arm new limits, against the timer set above
+        for limit in expired:
+            limit.expire()
 
 
 class Limit:

@@ -15,14 +15,16 @@ periods, to the first boundary after the poll went out (`scheduling.advance`, OM
 deadline advance): a poll that fell behind lands on the next period boundary instead
 of drifting, and is never followed by a burst of the polls it missed.
 
-The homes wait on one schedule (`DueQueue`), and as many workers as the budget has
-slots take the due ones, earliest first: a home that is due while every worker is busy
-waits there, and that wait counts as its wait for a slot. Between polls a timer judges
-a home again when its window says the verdict can change (a reading reaching
-`maxAge`). Readings and failures go to the core's window functions, with the wall
-clock from the one injected `clock`; the observer never computes weights. A home that
-changes or goes while its poll is underway has that poll cancelled, and its worker
-moves on.
+The homes wait on one schedule (`DueQueue`), and the due ones are polled, earliest
+first, as long as the budget has a free slot: a home that is due while every slot is
+held waits there, and that wait counts as its wait for a slot. A poll runs as callbacks
+(`flight`), not as a task: when one ends, the next due home takes its slot in the same
+turn of the event loop; one timer, for the first home due, wakes the schedule when
+nothing is. Between polls a timer judges a home again when its window says the verdict
+can change (a reading reaching `maxAge`). Readings and failures go to the core's window
+functions, with the wall clock from the one injected `clock`; the observer never
+computes weights. A home that changes or goes while its poll is underway has that poll
+cancelled, and its slot goes to the next due home.
 
 `on_change(key, verdict)` is called, from the event loop, whenever an existing home's
 verdict changes (a ceiling appears, changes or goes, or its fallback reason changes,
@@ -39,13 +41,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
-from functools import lru_cache
-from typing import NamedTuple, Protocol
+from functools import lru_cache, partial
 
 from ome_routing.core.capacity import (
     Verdict,
@@ -60,14 +60,23 @@ from ome_routing.core.capacity import verdict as verdict_at
 from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.observer import failures
 from ome_routing.observer.failures import Outcome, PollFailure
+from ome_routing.observer.flight import Flight, PollResult
 from ome_routing.observer.polling import PollClient, PollRequest, build_request
 from ome_routing.observer.scheduling import DueQueue, advance, first_offset
+from ome_routing.observer.stats import NoStats as NoStats
+from ome_routing.observer.stats import PollCounts as PollCounts
+from ome_routing.observer.stats import PollEvent as PollEvent
+from ome_routing.observer.stats import PollStats as PollStats
 
 log = logging.getLogger("ome_routing.observer")
 
 #: The schedule's lane of homes that were due again as soon as their poll ended.
 _LATE = "late"
-#: The names of the observer's worker tasks start with this.
+#: The lanes of first polls: homes added while the observer runs (due at once, in the
+#: order they came), and the homes held at start (in the order of their offsets).
+_AT_ONCE = "at once"
+_SPREAD = "spread"
+#: The names of the observer's tasks (those that open a poll's connection) start with this.
 WORKER_NAME = "capacity poller"
 
 HomeKey = Hashable
@@ -77,53 +86,6 @@ OnChange = Callable[[HomeKey, Verdict], None]
 
 def wall_clock() -> datetime:
     return datetime.now(UTC)
-
-
-class PollEvent(NamedTuple):
-    """One finished poll, for metrics: times are event-loop seconds.
-
-    A named tuple: one is made for every poll, and it is the cheapest immutable record.
-    """
-
-    key: HomeKey
-    outcome: Outcome
-    #: when the poll was due and started waiting for a request slot
-    started: float
-    #: seconds spent waiting for the slot (the request went out at started + waited)
-    waited: float
-    #: seconds from sending the request to the end of the answer
-    latency: float
-
-
-class PollStats(Protocol):
-    """What the observer reports about its polls; the metrics layer implements it."""
-
-    def poll_finished(self, event: PollEvent) -> None: ...
-
-
-class NoStats:
-    def poll_finished(self, event: PollEvent) -> None:
-        return None
-
-
-@dataclass(slots=True)
-class PollCounts:
-    """A plain `PollStats`: polls by outcome, and total latency and wait."""
-
-    by_outcome: dict[Outcome, int] = field(default_factory=dict)
-    latency_seconds: float = 0.0
-    waited_seconds: float = 0.0
-    longest_wait: float = 0.0
-
-    def poll_finished(self, event: PollEvent) -> None:
-        self.by_outcome[event.outcome] = self.by_outcome.get(event.outcome, 0) + 1
-        self.latency_seconds += event.latency
-        self.waited_seconds += event.waited
-        self.longest_wait = max(self.longest_wait, event.waited)
-
-    @property
-    def total(self) -> int:
-        return sum(self.by_outcome.values())
 
 
 class _Phase(Enum):
@@ -146,8 +108,10 @@ class _Home:
     change: datetime | None = None
     #: when the home's next poll is due, in event-loop seconds
     due: float = 0.0
-    #: the worker that polls the home now
-    polling: asyncio.Task[None] | None = None
+    #: the poll underway, when its request went out, and the deadline after it
+    flight: Flight | None = None
+    picked: float = 0.0
+    following: float = 0.0
     #: the timer that judges the home again when a reading ages out before its next poll
     wake: asyncio.TimerHandle | None = None
     #: no longer the observer's: not polled again, its poll underway cancelled
@@ -170,6 +134,10 @@ def _shared(policy: CapacityPolicy) -> CapacityPolicy:
 def _settings(policy: CapacityPolicy) -> WindowSettings:
     """One window settings object for the homes of equal policies."""
     return WindowSettings(samples=policy.samples, quorum=policy.quorum, max_age=policy.max_age)
+
+
+def _due_of(entry: tuple[float, _Home]) -> float:
+    return entry[0]
 
 
 def _cancel_wake(home: _Home) -> None:
@@ -205,13 +173,21 @@ class Observer:
         self._phase = _Phase.STARTING
         #: scheduled homes by due time; retired ones stay until they reach the front
         self._queue: DueQueue[_Home] = DueQueue()
-        #: workers with nothing due, each waiting on its future, longest idle first
-        self._idle: deque[asyncio.Future[None]] = deque()
-        #: wakes an idle worker when the first scheduled home is due
+        #: polls underway
+        self._flying = 0
+        #: places in the budget's line while others hold slots, and since when: with the
+        #: polls underway, as many as the budget has slots, so that neither the polls nor
+        #: the probes crowd the other kind out of the line
+        self._places: dict[asyncio.Future[None], float] = {}
+        #: polls the first scheduled home when it is due
         self._timer: asyncio.TimerHandle | None = None
         #: when `_timer` rings (uvloop's timers do not say)
         self._timer_when = 0.0
-        self._workers: list[asyncio.Task[None]] = []
+        #: a `_pump` is on its way (`_kick`), or running
+        self._kicked = False
+        self._pumping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sender = client.sender
 
     # --- the homes --------------------------------------------------------------
 
@@ -229,7 +205,7 @@ class Observer:
         fresh = self._new_home(key, endpoint, _shared(policy))
         self._homes[key] = fresh
         if self._phase is _Phase.RUNNING:
-            self._launch(fresh, spread=False)
+            self._launch(fresh)
         if home is not None and fresh.verdict != home.verdict:
             self._on_change(key, fresh.verdict)
         return fresh.verdict
@@ -260,19 +236,24 @@ class Observer:
         """
         if self._phase is _Phase.RUNNING:
             return
-        await self._drain()  # a stop that did not wait for its workers
+        await self._drain()  # a stop that did not wait for its tasks
         self._phase = _Phase.RUNNING
-        loop = asyncio.get_running_loop()
-        self._workers = [
-            loop.create_task(self._work(loop), name=f"{WORKER_NAME} {number}")
-            for number in range(self._client.budget.limit)
-        ]
+        self._loop = asyncio.get_running_loop()
+        now = self._loop.time()
+        first: list[tuple[float, _Home]] = []
         for key, old in list(self._homes.items()):
             home = self._new_home(key, old.endpoint, old.policy, old.request)
             self._homes[key] = home
-            self._launch(home, spread=True)
+            if not isinstance(home.request, PollFailure):
+                offset = first_offset(home.key, home.policy.period.seconds)
+                first.append((now + offset, home))
             if home.verdict != old.verdict:
                 self._on_change(key, home.verdict)
+        # in due order, so that they queue in one lane rather than in the heap
+        first.sort(key=_due_of)
+        for due, home in first:
+            self._schedule(home, due, _SPREAD)
+        self._kick()
 
     async def stop(self) -> None:
         """Stop every poll and wait until no task of the observer is left."""
@@ -287,19 +268,25 @@ class Observer:
             home.window = record_failure(home.window, reason)
             home.verdict = Verdict(None, reason)
             home.change = None
-        for worker in self._workers:
-            worker.cancel()
         self._queue.clear()
-        self._idle.clear()
+        places, self._places = self._places, {}
+        for place in places:
+            self._client.budget.stop_waiting(place)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         await self._drain()
 
     async def _drain(self) -> None:
-        workers, self._workers = self._workers, []
-        if workers:
-            await asyncio.gather(*workers, return_exceptions=True)
+        """Wait for the cancelled tasks that were opening connections to end.
+
+        One turn of the event loop first: the connections of the polls dropped close
+        on it.
+        """
+        await asyncio.sleep(0)
+        tasks = list(self._client.connecting())
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     # --- one home -------------------------------------------------------------------
 
@@ -320,23 +307,22 @@ class Observer:
             window = record_failure(window, request.reason)
         return _Home(key, endpoint, policy, request, window, verdict_at(window, self._clock()))
 
-    def _launch(self, home: _Home, *, spread: bool) -> None:
-        """Schedule a home's first poll: at once, or spread over its first period."""
+    def _launch(self, home: _Home) -> None:
+        """Schedule the first poll of a home added while the observer runs: at once."""
         if isinstance(home.request, PollFailure):
             return  # nothing to send: the verdict shows why, until the home changes
-        now = asyncio.get_running_loop().time()
-        if spread:
-            self._schedule(home, now + first_offset(home.key, home.policy.period.seconds))
-        else:
-            self._schedule(home, now)
+        self._schedule(home, asyncio.get_running_loop().time(), _AT_ONCE)
+        self._kick()
 
     def _retire(self, home: _Home) -> None:
         home.retired = True
         _cancel_wake(home)
-        worker = home.polling
-        if worker is not None:
-            home.polling = None
-            worker.cancel()
+        flight = home.flight
+        if flight is not None:
+            home.flight = None
+            flight.cancel()  # its slot is free again: the next due home takes it
+            self._flying -= 1
+            self._kick()
 
     def _judge(self, home: _Home, now: datetime, *, with_change: bool = True) -> None:
         if with_change:
@@ -356,8 +342,6 @@ class Observer:
         """Put the home on the schedule; `lane` as `DueQueue.push` takes it."""
         home.due = due
         self._queue.push(home, due, lane)
-        if self._idle:
-            self._rouse()
 
     def _take(self, now: float) -> _Home | None:
         """The first scheduled home that is due at `now` and not retired, off the schedule."""
@@ -367,19 +351,73 @@ class Observer:
             if home is None or not home.retired:
                 return home
 
-    def _rouse(self) -> None:
-        """Wake an idle worker if a home is due; if none is yet, set the timer for it."""
-        # a retired home at the front may wake a worker for nothing: `_take` drops it
-        first = self._queue.first_due()
-        if first is None or not self._idle:
+    def _kick(self) -> None:
+        """Poll the due homes on the next turn of the event loop (once for many calls)."""
+        if not self._kicked and self._phase is _Phase.RUNNING:
+            self._kicked = True
+            asyncio.get_running_loop().call_soon(self._pump)
+
+    def _pump(self) -> None:
+        """Poll every due home that a free slot allows; then wait for the first one due.
+
+        While every slot is held, a poll that ends pumps again; when the slots are held
+        by others only (the prober's probes), the observer takes its place in the
+        budget's line.
+        """
+        self._kicked = False
+        if self._pumping or self._phase is not _Phase.RUNNING:
             return
-        loop = asyncio.get_running_loop()
-        if first <= loop.time():
-            while self._idle:
-                waiter = self._idle.popleft()
-                if not waiter.done():
-                    waiter.set_result(None)
+        loop = self._loop
+        assert loop is not None
+        budget = self._client.budget
+        self._pumping = True
+        try:
+            while True:
+                now = loop.time()
+                if not budget.try_acquire():
+                    # a poll of the observer's that ends pumps again: no place in line
+                    if self._flying and not budget.waiting:
+                        return
+                    first = self._queue.first_due()
+                    if first is not None and first <= now:
+                        places = self._places
+                        while len(places) + self._flying < budget.limit:
+                            place = budget.wait_for_slot()
+                            places[place] = now
+                            place.add_done_callback(self._slot_passed)
+                    else:
+                        self._set_timer(loop)
                     return
+                home = self._take(now)
+                if home is None:
+                    budget.release()
+                    self._set_timer(loop)
+                    return
+                self._fly(home, now)
+        finally:
+            self._pumping = False
+
+    def _slot_passed(self, slot: asyncio.Future[None]) -> None:
+        """The budget passed a slot to the observer's place in line."""
+        since = self._places.pop(slot, None)
+        if since is None or slot.cancelled():
+            return  # `stop` took the place back
+        loop = self._loop
+        assert loop is not None
+        now = loop.time()
+        budget = self._client.budget
+        budget.passed(now - since)
+        home = self._take(now)
+        if home is None:
+            budget.release()
+        else:
+            self._fly(home, now)
+        self._pump()
+
+    def _set_timer(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Pump when the first scheduled home is due."""
+        first = self._queue.first_due()
+        if first is None:
             return
         timer = self._timer
         if timer is not None:
@@ -391,58 +429,47 @@ class Observer:
 
     def _ring(self) -> None:
         self._timer = None
-        self._rouse()
+        self._pump()
 
-    async def _work(self, loop: asyncio.AbstractEventLoop) -> None:
-        """One worker: polls due homes one after the other, idle while none is due."""
-        task = asyncio.current_task()
-        assert task is not None
-        while True:
-            home = self._take(loop.time())
-            if home is None:
-                waiter = loop.create_future()
-                self._idle.append(waiter)
-                self._rouse()
-                await waiter
-                continue
-            if self._idle:
-                self._rouse()  # the next home may be due as well
-            try:
-                await self._poll(home, task, loop)
-            except Exception:
-                # a fault of the observer's own (or of `on_change`) costs one poll, not
-                # the worker: the home keeps its schedule
-                log.exception("capacity poll of %r failed", home.key)
-                home.polling = None
-                if not home.retired:
-                    self._schedule(home, loop.time() + home.policy.period.seconds)
-
-    async def _poll(
-        self, home: _Home, task: asyncio.Task[None], loop: asyncio.AbstractEventLoop
-    ) -> None:
-        """Poll a due home, record the outcome, judge it and schedule its next poll."""
+    def _fly(self, home: _Home, now: float) -> None:
+        """Send a due home's poll (a slot is held for it)."""
         _cancel_wake(home)
+        policy = home.policy
         request = home.request
         assert not isinstance(request, PollFailure)
-        policy = home.policy
-        period = policy.period.seconds
-        due = home.due
-        picked = loop.time()
+        home.picked = now
         # the next deadline advances as the poll goes out: the first period boundary
         # after now, counted from the deadline this poll was due at
-        following = advance(due, picked, period)
-        home.polling = task
+        home.following = advance(home.due, now, policy.period.seconds)
+        flight = Flight(self._sender, request, policy.timeout, partial(self._landed, home))
+        home.flight = flight
+        self._flying += 1
+        flight.launch()
+
+    def _landed(self, home: _Home, result: PollResult) -> None:
+        """A poll ended (its slot is free): record it, and poll the next due home."""
+        self._flying -= 1
+        home.flight = None
+        if not home.retired:
+            try:
+                self._record(home, result)
+            except Exception:
+                # a fault of the observer's own (or of `on_change`) costs one poll: the
+                # home keeps its schedule
+                log.exception("capacity poll of %r failed", home.key)
+                if not home.retired:
+                    loop = self._loop
+                    assert loop is not None
+                    self._schedule(home, loop.time() + home.policy.period.seconds)
         try:
-            result = await self._client.poll(request, policy.timeout, task)
-        except asyncio.CancelledError:
-            # the home retired during its poll (only `_retire` and `stop` cancel a
-            # worker): drop the poll, unless the worker is being stopped as well
-            if home.retired and task.uncancel() == 0 and self._phase is _Phase.RUNNING:
-                return
-            raise
-        home.polling = None
-        if home.retired:
-            return
+            self._pump()
+        except Exception:
+            # called from a connection's answer: a fault here must not close it
+            log.exception("capacity polls: the schedule failed to send the next due poll")
+
+    def _record(self, home: _Home, result: PollResult) -> None:
+        """Record a poll's outcome, judge the home and schedule its next poll."""
+        due = home.due  # the deadline this poll was due at, until `_schedule` below
         now = self._clock()
         if result.reading is not None:
             home.window = record_reading(home.window, result.reading, now)
@@ -453,7 +480,10 @@ class Observer:
             assert result.reason is not None
             home.window = record_failure(home.window, result.reason)
             outcome = result.outcome
+        loop = self._loop
+        assert loop is not None
         at = loop.time()
+        following = home.following
         # when a reading will age out matters only to a home that waits for its next
         # poll; one that is due again at once (the budget is saturated) is judged then
         waits = at < following
@@ -462,10 +492,11 @@ class Observer:
             self._set_wake(home, now, at, following)
         # the homes of one period come back in the order they were due; late ones
         # (due again at once) in the order they finished
-        self._schedule(home, following, period if waits else _LATE)
+        self._schedule(home, following, home.policy.period.seconds if waits else _LATE)
         # waited: from when the poll was due until its request went out
-        waited = picked - due + result.waited
-        self._stats.poll_finished(PollEvent(home.key, outcome, due, waited, result.latency))
+        self._stats.poll_finished(
+            PollEvent(home.key, outcome, due, home.picked - due, result.latency)
+        )
 
     def _set_wake(self, home: _Home, now: datetime, at: float, due: float) -> None:
         """Judge the home again when a reading ages out, if that comes before `due`."""
@@ -478,7 +509,7 @@ class Observer:
 
     def _woken(self, home: _Home) -> None:
         home.wake = None
-        if home.retired or home.polling is not None:
+        if home.retired or home.flight is not None:
             return
         now = self._clock()
         self._judge(home, now)

@@ -32,11 +32,12 @@ from yarl import URL
 from ome_routing import __version__
 from ome_routing.core.durations import Duration
 from ome_routing.core.quoting import quote
-from ome_routing.core.report import Reading, ReportError, parse_report
 from ome_routing.observer import failures
 from ome_routing.observer.budget import RequestBudget
 from ome_routing.observer.deadlines import Deadlines
-from ome_routing.observer.failures import Outcome, PollFailure
+from ome_routing.observer.failures import PollFailure
+from ome_routing.observer.flight import Flight, Sender, failed, out_of_time
+from ome_routing.observer.flight import PollResult as PollResult  # where it used to be
 from ome_routing.observer.transport import (
     CLOSED_EARLY,
     Connection,
@@ -98,19 +99,9 @@ class ProbeAnswer(NamedTuple):
     latency: float
 
 
-class PollResult(NamedTuple):
-    """How one poll ended: a reading, or the fallback reason why there is none.
-
-    A named tuple: one is made for every poll, and it is the cheapest immutable record.
-    """
-
-    outcome: Outcome
-    reading: Reading | None
-    reason: str | None
-    #: seconds spent waiting for a budget slot
-    waited: float
-    #: seconds from sending the request to the end of the answer (0 if never sent)
-    latency: float
+def _settle(done: asyncio.Future[PollResult], result: PollResult) -> None:
+    if not done.done():  # the awaiting task may have been cancelled meanwhile
+        done.set_result(result)
 
 
 def _sendable(text: str) -> URL:
@@ -206,17 +197,6 @@ def request_for_url(url: str, method: str) -> PollRequest:
     return _request(str(_without_credentials(parsed)), method)
 
 
-def _out_of_time(answered: bool, timeout: Duration) -> PollFailure:
-    """The time ran out: before the answer came (unreachable), or while reading it."""
-    if answered:
-        return failures.incomplete(failures.timed_out(timeout))
-    return failures.unreachable(failures.timed_out(timeout))
-
-
-def _failed(failure: PollFailure, waited: float, latency: float) -> PollResult:
-    return PollResult(failure.outcome, None, failure.reason, waited, latency)
-
-
 class PollClient:
     """Sends polls over kept-alive connections, within a shared request budget.
 
@@ -241,6 +221,7 @@ class PollClient:
         self._loop = asyncio.get_running_loop()
         self._pool = Pool(self._loop, budget.limit, keepalive_seconds, resolver)
         self._deadlines = Deadlines(self._loop)
+        self._sender = Sender(self._loop, self._pool, self._deadlines, budget, max_response_bytes)
 
     @property
     def budget(self) -> RequestBudget:
@@ -253,6 +234,7 @@ class PollClient:
     async def close(self) -> None:
         """Close every connection; polls after this fail as not submitted."""
         self._closing = True
+        self._sender.closing = True
         self._pool.close()
         self._deadlines.close()
 
@@ -267,63 +249,35 @@ class PollClient:
     ) -> None:
         await self.close()
 
-    async def poll(
-        self, request: PollRequest, timeout: Duration, task: asyncio.Task[Any] | None = None
-    ) -> PollResult:
-        """Send one poll once a budget slot is free, and read its answer.
-
-        `task` is the task that awaits this (looked up if not given): the timeout
-        cancels it. One coroutine from the slot to the reading, since it runs for every
-        poll: each level of coroutine costs on every resumption.
-        """
+    async def poll(self, request: PollRequest, timeout: Duration) -> PollResult:
+        """Send one poll once a budget slot is free, and read its answer."""
         if self._closing:
-            return _failed(failures.not_submitted("observer is stopping"), 0.0, 0.0)
+            return failed(failures.not_submitted("observer is stopping"), 0.0, 0.0)
         budget = self._budget
         waited = 0.0 if budget.try_acquire() else await budget.acquire()
-        loop = self._loop
-        pool = self._pool
-        start: float | None = None  # when the request went out, if it did
+        done: asyncio.Future[PollResult] = self._loop.create_future()
+        flight = Flight(
+            self._sender, request, timeout, lambda result: _settle(done, result), waited
+        )
+        flight.launch()
         try:
-            if self._closing:
-                raise failures.not_submitted("observer is stopping")
-            # the timeout's start is `start`, when the request goes out
-            start = loop.time()
-            deadlines = self._deadlines
-            limit = deadlines.arm(start + timeout.seconds, task)
-            connection: Connection | None = None
-            timed_out = False
-            try:
-                try:
-                    connection = pool.take(request.origin)
-                    if connection is None:
-                        connection = await pool.connect(request.origin)
-                    try:
-                        body = await connection.send(request.head, self._limit)
-                    except StaleConnection:
-                        if request.method != "GET":
-                            raise failures.unreachable(CLOSED_EARLY) from None
-                        connection = await pool.connect(request.origin)
-                        body = await connection.send(request.head, self._limit)
-                finally:
-                    timed_out = deadlines.disarm(limit)
-            except asyncio.CancelledError:
-                if connection is not None:
-                    connection.abort()
-                if not timed_out:
-                    raise
-                answered = connection is not None and connection.answered
-                raise _out_of_time(answered, timeout) from None
-            except StaleConnection:
-                raise failures.unreachable(CLOSED_EARLY) from None
-            try:
-                reading = parse_report(body)
-            except ReportError as err:
-                raise PollFailure(Outcome.INVALID_REPORT, err.reason) from None
-        except PollFailure as failure:
-            return _failed(failure, waited, 0.0 if start is None else loop.time() - start)
-        finally:
-            budget.release()
-        return PollResult(Outcome.OK, reading, None, waited, loop.time() - start)
+            return await done
+        except asyncio.CancelledError:
+            flight.cancel()
+            raise
+
+    @property
+    def sender(self) -> Sender:
+        """What a poll sent as callbacks (`flight.Flight`) needs of this client.
+
+        The caller holds a budget slot for each `Flight` it launches; the flight gives
+        it back when it ends.
+        """
+        return self._sender
+
+    def connecting(self) -> set[asyncio.Task[None]]:
+        """The tasks that open connections for polls now (a cancelled one may linger)."""
+        return self._sender.tasks
 
     async def probe(
         self, request: PollRequest, timeout: Duration, task: asyncio.Task[Any] | None = None
@@ -372,7 +326,7 @@ class PollClient:
                 if not timed_out:
                     raise
                 answered = connection is not None and connection.answered
-                raise _out_of_time(answered, timeout) from None
+                raise out_of_time(answered, timeout) from None
             except StaleConnection:
                 raise failures.unreachable(CLOSED_EARLY) from None
         except PollFailure as failure:

@@ -146,8 +146,8 @@ class Prober:
         self._dispatcher: asyncio.Task[None] | None = None
         self._probes: set[asyncio.Task[None]] = set()
         #: at most as many probes underway (or waiting for a budget slot) as the budget
-        #: has slots, as the capacity observer has workers: neither kind crowds out the
-        #: other in the budget's queue
+        #: has slots, as the capacity observer keeps its polls underway and places in line:
+        #: neither kind crowds out the other in the budget's queue
         self._underway = asyncio.Semaphore(client.budget.limit)
 
     # --- the homes --------------------------------------------------------------

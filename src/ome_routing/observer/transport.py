@@ -31,9 +31,8 @@ import asyncio
 import socket
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
 from ipaddress import ip_address
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 import httptools
 
@@ -54,9 +53,12 @@ class Resolver(Protocol):
     async def resolve(self, host: str, port: int, family: socket.AddressFamily) -> Any: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Where a request's connection goes: the URL's host and port, and whether TLS."""
+class Origin(NamedTuple):
+    """Where a request's connection goes: the URL's host and port, and whether TLS.
+
+    A named tuple: the pool looks its connections up by origin twice a poll, and a
+    tuple's hash and equality are the cheapest.
+    """
 
     host: str
     port: int
@@ -81,6 +83,20 @@ def request_head(method: str, target: str, authority: str, headers: dict[str, st
     if method == "POST":
         lines.append("Content-Length: 0")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+class Waiter(Protocol):
+    """Who waits for an answer: an `asyncio.Future`, or an object that takes it at once.
+
+    A poll's own object (`flight.Flight`) takes the answer in the protocol's callback,
+    without a future and the event-loop turn that waking a coroutine costs.
+    """
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: Any, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
 
 
 class StaleConnection(Exception):
@@ -119,7 +135,7 @@ class Connection(asyncio.Protocol):
         self.origin = origin
         self._transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
-        self._waiter: asyncio.Future[Any] | None = None
+        self._waiter: Waiter | None = None
         self._chunks: list[bytes] = []
         self._limit = 0
         self._size = 0
@@ -156,16 +172,29 @@ class Connection(asyncio.Protocol):
         """
         return self._send(head, limit, probe=True, head_only=head_only)
 
+    def send_to(self, waiter: Waiter, head: bytes, limit: int) -> None:
+        """Write a request; `waiter` is given the answer's body, or a `PollFailure`.
+
+        It may be given a failure before this returns (a connection already closing).
+        """
+        self._start(waiter, head, limit, probe=False, head_only=False)
+
     def _send(
         self, head: bytes, limit: int, *, probe: bool, head_only: bool
     ) -> asyncio.Future[Any]:
-        transport = self._transport
         waiter: asyncio.Future[Any] = self._pool.loop.create_future()
+        self._start(waiter, head, limit, probe=probe, head_only=head_only)
+        return waiter
+
+    def _start(
+        self, waiter: Waiter, head: bytes, limit: int, *, probe: bool, head_only: bool
+    ) -> None:
+        transport = self._transport
         if transport is None or transport.is_closing():
             waiter.set_exception(
                 StaleConnection() if self.reused else failures.unreachable(CLOSED_EARLY)
             )
-            return waiter
+            return
         self._waiter = waiter
         self._limit = limit
         self._chunks = []
@@ -174,7 +203,6 @@ class Connection(asyncio.Protocol):
         self._failure = None
         self._probe, self._head_only, self._cut, self._status = probe, head_only, False, 0
         transport.write(head)
-        return waiter
 
     def abort(self) -> None:
         """Drop the connection at once (a poll that timed out or was cancelled)."""
@@ -206,12 +234,15 @@ class Connection(asyncio.Protocol):
             self._fail(self._failure)
         elif self._done:
             self._waiter = None
-            waiter.set_result(self._answer())
+            answer = self._answer()
             self._chunks = []
+            # back in the pool before the waiter hears: one that takes the answer at
+            # once may send its next request on this connection
             if self._keep_alive:
                 self._pool.release(self)
             else:
                 self._drop()
+            waiter.set_result(answer)
         elif not self.answered and self._head_bytes > HEAD_LIMIT:
             self._fail(_malformed())
 
@@ -294,9 +325,9 @@ class Connection(asyncio.Protocol):
     def _fail(self, failure: PollFailure) -> None:
         waiter = self._waiter
         self._waiter = None
+        self._drop()
         if waiter is not None and not waiter.done():
             waiter.set_exception(failure)
-        self._drop()
 
     def _drop(self) -> None:
         self._pool.forget(self)
