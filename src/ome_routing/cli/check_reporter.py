@@ -18,7 +18,7 @@ from ome_routing.cli.params import DurationParam
 from ome_routing.core.durations import MILLISECOND, Duration
 from ome_routing.core.report import Reading, format_rfc3339, freshness_failure
 from ome_routing.observer import PollClient, PollFailure, RequestBudget, request_for_url
-from ome_routing.observer.observer import Clock, wall_clock
+from ome_routing.observer.homes import Clock, wall_clock
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,9 @@ failures to the core. It never computes weights.
 - `PollClient`, `build_request`, `request_for_url`, `join_poll_url`, `poll_target`
   (polling): one poll, and its URL as OME builds it (`urls`: Go's `url.Parse`, OME's
   canonical endpoint, Go's `url.JoinPath`).
-- `Observer` (observer): one schedule and one window per home; verdict changes.
+- `Observer` (observer): one window per home; verdict changes. Its schedule and place in
+  the budget's line are `dispatch`; what it holds of a home is `homes`; a poll underway is
+  `flight`.
 - `failures`: the fallback reason families, and `Outcome` for counting polls.
 - `tune_gc`, `pace_collections` (tuning): the garbage-collector settings the controller
   applies at startup, and the collections its event loop runs a little and often.
@@ -17,13 +19,13 @@ failures to the core. It never computes weights.
 
 from ome_routing.observer.budget import RequestBudget, Slot
 from ome_routing.observer.failures import Outcome, PollFailure
+from ome_routing.observer.homes import wall_clock
 from ome_routing.observer.observer import (
     NoStats,
     Observer,
     PollCounts,
     PollEvent,
     PollStats,
-    wall_clock,
 )
 from ome_routing.observer.polling import (
     PollClient,

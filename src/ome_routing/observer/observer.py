@@ -41,16 +41,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from enum import Enum
-from functools import lru_cache, partial
+from collections.abc import Callable
+from datetime import datetime
+from functools import partial
 
 from ome_routing.core.capacity import (
     Verdict,
-    Window,
-    WindowSettings,
     empty_window,
     judge,
     record_failure,
@@ -59,10 +55,24 @@ from ome_routing.core.capacity import (
 from ome_routing.core.capacity import verdict as verdict_at
 from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.observer import failures
+from ome_routing.observer.dispatch import Dispatcher
 from ome_routing.observer.failures import Outcome, PollFailure
 from ome_routing.observer.flight import Flight, PollResult
-from ome_routing.observer.polling import PollClient, PollRequest, build_request
-from ome_routing.observer.scheduling import DueQueue, advance, first_offset
+from ome_routing.observer.homes import (
+    NOT_SUBMITTED,
+    Clock,
+    Home,
+    HomeKey,
+    Phase,
+    cancel_wake,
+    due_of,
+    home_request,
+    shared_policy,
+    wall_clock,
+    window_settings,
+)
+from ome_routing.observer.polling import PollClient, PollRequest
+from ome_routing.observer.scheduling import advance, first_offset
 from ome_routing.observer.stats import NoStats as NoStats
 from ome_routing.observer.stats import PollCounts as PollCounts
 from ome_routing.observer.stats import PollEvent as PollEvent
@@ -79,82 +89,10 @@ _SPREAD = "spread"
 #: The names of the observer's tasks (those that open a poll's connection) start with this.
 WORKER_NAME = "capacity poller"
 
-HomeKey = Hashable
-Clock = Callable[[], datetime]
 OnChange = Callable[[HomeKey, Verdict], None]
 
 
-def wall_clock() -> datetime:
-    return datetime.now(UTC)
-
-
-class _Phase(Enum):
-    STARTING = "starting"
-    RUNNING = "running"
-    STOPPING = "stopping"
-
-
-@dataclass(eq=False, slots=True)
-class _Home:
-    key: HomeKey
-    endpoint: str
-    policy: CapacityPolicy
-    #: the request to send, or why none can be built
-    request: PollRequest | PollFailure
-    window: Window
-    verdict: Verdict
-    #: the window's `next_change` as last judged (None: nothing to age out, or not judged
-    #: because the home was due again at once)
-    change: datetime | None = None
-    #: when the home's next poll is due, in event-loop seconds
-    due: float = 0.0
-    #: the poll underway, when its request went out, and the deadline after it
-    flight: Flight | None = None
-    picked: float = 0.0
-    following: float = 0.0
-    #: the timer that judges the home again when a reading ages out before its next poll
-    wake: asyncio.TimerHandle | None = None
-    #: no longer the observer's: not polled again, its poll underway cancelled
-    retired: bool = False
-
-
-#: The reason of the homes held while the observer does not run: one text for all of them.
-_NOT_SUBMITTED = {
-    phase: failures.not_submitted(f"observer is {phase.value}").reason for phase in _Phase
-}
-
-
-@lru_cache(maxsize=1024)
-def _shared(policy: CapacityPolicy) -> CapacityPolicy:
-    """The first of the equal policies seen: homes of one service share one object."""
-    return policy
-
-
-@lru_cache(maxsize=1024)
-def _settings(policy: CapacityPolicy) -> WindowSettings:
-    """One window settings object for the homes of equal policies."""
-    return WindowSettings(samples=policy.samples, quorum=policy.quorum, max_age=policy.max_age)
-
-
-def _due_of(entry: tuple[float, _Home]) -> float:
-    return entry[0]
-
-
-def _cancel_wake(home: _Home) -> None:
-    """Call off the timer that would judge the home again before its next poll."""
-    if home.wake is not None:
-        home.wake.cancel()
-        home.wake = None
-
-
-def _request(endpoint: str, policy: CapacityPolicy) -> PollRequest | PollFailure:
-    try:
-        return build_request(endpoint, policy.path, policy.method)
-    except PollFailure as failure:
-        return failure
-
-
-class Observer:
+class Observer(Dispatcher):
     """Polls every home it holds and keeps each home's window. Use from one event loop."""
 
     def __init__(
@@ -165,28 +103,11 @@ class Observer:
         clock: Clock = wall_clock,
         stats: PollStats | None = None,
     ) -> None:
-        self._client = client
+        super().__init__(client)
         self._on_change = on_change
         self._clock = clock
         self._stats: PollStats = stats if stats is not None else NoStats()
-        self._homes: dict[HomeKey, _Home] = {}
-        self._phase = _Phase.STARTING
-        #: scheduled homes by due time; retired ones stay until they reach the front
-        self._queue: DueQueue[_Home] = DueQueue()
-        #: polls underway
-        self._flying = 0
-        #: places in the budget's line while others hold slots, and since when: with the
-        #: polls underway, as many as the budget has slots, so that neither the polls nor
-        #: the probes crowd the other kind out of the line
-        self._places: dict[asyncio.Future[None], float] = {}
-        #: polls the first scheduled home when it is due
-        self._timer: asyncio.TimerHandle | None = None
-        #: when `_timer` rings (uvloop's timers do not say)
-        self._timer_when = 0.0
-        #: a `_pump` is on its way (`_kick`), or running
-        self._kicked = False
-        self._pumping = False
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._homes: dict[HomeKey, Home] = {}
         self._sender = client.sender
 
     # --- the homes --------------------------------------------------------------
@@ -202,9 +123,9 @@ class Observer:
             return home.verdict
         if home is not None:
             self._retire(home)
-        fresh = self._new_home(key, endpoint, _shared(policy))
+        fresh = self._new_home(key, endpoint, shared_policy(policy))
         self._homes[key] = fresh
-        if self._phase is _Phase.RUNNING:
+        if self._phase is Phase.RUNNING:
             self._launch(fresh)
         if home is not None and fresh.verdict != home.verdict:
             self._on_change(key, fresh.verdict)
@@ -234,13 +155,13 @@ class Observer:
 
         The first polls of the homes held now are spread over their first period.
         """
-        if self._phase is _Phase.RUNNING:
+        if self._phase is Phase.RUNNING:
             return
         await self._drain()  # a stop that did not wait for its tasks
-        self._phase = _Phase.RUNNING
+        self._phase = Phase.RUNNING
         self._loop = asyncio.get_running_loop()
         now = self._loop.time()
-        first: list[tuple[float, _Home]] = []
+        first: list[tuple[float, Home]] = []
         for key, old in list(self._homes.items()):
             home = self._new_home(key, old.endpoint, old.policy, old.request)
             self._homes[key] = home
@@ -250,31 +171,25 @@ class Observer:
             if home.verdict != old.verdict:
                 self._on_change(key, home.verdict)
         # in due order, so that they queue in one lane rather than in the heap
-        first.sort(key=_due_of)
+        first.sort(key=due_of)
         for due, home in first:
             self._schedule(home, due, _SPREAD)
         self._kick()
 
     async def stop(self) -> None:
         """Stop every poll and wait until no task of the observer is left."""
-        if self._phase is not _Phase.RUNNING:
-            self._phase = _Phase.STOPPING
+        if self._phase is not Phase.RUNNING:
+            self._phase = Phase.STOPPING
             await self._drain()
             return
-        self._phase = _Phase.STOPPING
+        self._phase = Phase.STOPPING
         reason = failures.not_submitted("observer is stopping").reason
         for home in self._homes.values():
             self._retire(home)
             home.window = record_failure(home.window, reason)
             home.verdict = Verdict(None, reason)
             home.change = None
-        self._queue.clear()
-        places, self._places = self._places, {}
-        for place in places:
-            self._client.budget.stop_waiting(place)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._stop_dispatching()
         await self._drain()
 
     async def _drain(self) -> None:
@@ -296,27 +211,27 @@ class Observer:
         endpoint: str,
         policy: CapacityPolicy,
         request: PollRequest | PollFailure | None = None,
-    ) -> _Home:
+    ) -> Home:
         """A home with an empty window; `request` is the home's as built before, if it was."""
-        window = empty_window(_settings(policy))
+        window = empty_window(window_settings(policy))
         if request is None:
-            request = _request(endpoint, policy)
-        if self._phase is not _Phase.RUNNING:
-            window = record_failure(window, _NOT_SUBMITTED[self._phase])
+            request = home_request(endpoint, policy)
+        if self._phase is not Phase.RUNNING:
+            window = record_failure(window, NOT_SUBMITTED[self._phase])
         elif isinstance(request, PollFailure):
             window = record_failure(window, request.reason)
-        return _Home(key, endpoint, policy, request, window, verdict_at(window, self._clock()))
+        return Home(key, endpoint, policy, request, window, verdict_at(window, self._clock()))
 
-    def _launch(self, home: _Home) -> None:
+    def _launch(self, home: Home) -> None:
         """Schedule the first poll of a home added while the observer runs: at once."""
         if isinstance(home.request, PollFailure):
             return  # nothing to send: the verdict shows why, until the home changes
         self._schedule(home, asyncio.get_running_loop().time(), _AT_ONCE)
         self._kick()
 
-    def _retire(self, home: _Home) -> None:
+    def _retire(self, home: Home) -> None:
         home.retired = True
-        _cancel_wake(home)
+        cancel_wake(home)
         flight = home.flight
         if flight is not None:
             home.flight = None
@@ -324,7 +239,7 @@ class Observer:
             self._flying -= 1
             self._kick()
 
-    def _judge(self, home: _Home, now: datetime, *, with_change: bool = True) -> None:
+    def _judge(self, home: Home, now: datetime, *, with_change: bool = True) -> None:
         if with_change:
             judged, home.change = judge(home.window, now)
         else:
@@ -336,104 +251,9 @@ class Observer:
             if self._homes.get(home.key) is home:
                 self._on_change(home.key, judged)
 
-    # --- the schedule -----------------------------------------------------------------
-
-    def _schedule(self, home: _Home, due: float, lane: Hashable | None = None) -> None:
-        """Put the home on the schedule; `lane` as `DueQueue.push` takes it."""
-        home.due = due
-        self._queue.push(home, due, lane)
-
-    def _take(self, now: float) -> _Home | None:
-        """The first scheduled home that is due at `now` and not retired, off the schedule."""
-        queue = self._queue
-        while True:
-            home = queue.pop_due(now)
-            if home is None or not home.retired:
-                return home
-
-    def _kick(self) -> None:
-        """Poll the due homes on the next turn of the event loop (once for many calls)."""
-        if not self._kicked and self._phase is _Phase.RUNNING:
-            self._kicked = True
-            asyncio.get_running_loop().call_soon(self._pump)
-
-    def _pump(self) -> None:
-        """Poll every due home that a free slot allows; then wait for the first one due.
-
-        While every slot is held, a poll that ends pumps again; when the slots are held
-        by others only (the prober's probes), the observer takes its place in the
-        budget's line.
-        """
-        self._kicked = False
-        if self._pumping or self._phase is not _Phase.RUNNING:
-            return
-        loop = self._loop
-        assert loop is not None
-        budget = self._client.budget
-        self._pumping = True
-        try:
-            while True:
-                now = loop.time()
-                if not budget.try_acquire():
-                    # a poll of the observer's that ends pumps again: no place in line
-                    if self._flying and not budget.waiting:
-                        return
-                    first = self._queue.first_due()
-                    if first is not None and first <= now:
-                        places = self._places
-                        while len(places) + self._flying < budget.limit:
-                            place = budget.wait_for_slot()
-                            places[place] = now
-                            place.add_done_callback(self._slot_passed)
-                    else:
-                        self._set_timer(loop)
-                    return
-                home = self._take(now)
-                if home is None:
-                    budget.release()
-                    self._set_timer(loop)
-                    return
-                self._fly(home, now)
-        finally:
-            self._pumping = False
-
-    def _slot_passed(self, slot: asyncio.Future[None]) -> None:
-        """The budget passed a slot to the observer's place in line."""
-        since = self._places.pop(slot, None)
-        if since is None or slot.cancelled():
-            return  # `stop` took the place back
-        loop = self._loop
-        assert loop is not None
-        now = loop.time()
-        budget = self._client.budget
-        budget.passed(now - since)
-        home = self._take(now)
-        if home is None:
-            budget.release()
-        else:
-            self._fly(home, now)
-        self._pump()
-
-    def _set_timer(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Pump when the first scheduled home is due."""
-        first = self._queue.first_due()
-        if first is None:
-            return
-        timer = self._timer
-        if timer is not None:
-            if self._timer_when <= first:
-                return
-            timer.cancel()
-        self._timer = loop.call_at(first, self._ring)
-        self._timer_when = first
-
-    def _ring(self) -> None:
-        self._timer = None
-        self._pump()
-
-    def _fly(self, home: _Home, now: float) -> None:
+    def _fly(self, home: Home, now: float) -> None:
         """Send a due home's poll (a slot is held for it)."""
-        _cancel_wake(home)
+        cancel_wake(home)
         policy = home.policy
         request = home.request
         assert not isinstance(request, PollFailure)
@@ -446,7 +266,7 @@ class Observer:
         self._flying += 1
         flight.launch()
 
-    def _landed(self, home: _Home, result: PollResult) -> None:
+    def _landed(self, home: Home, result: PollResult) -> None:
         """A poll ended (its slot is free): record it, and poll the next due home."""
         self._flying -= 1
         home.flight = None
@@ -467,7 +287,7 @@ class Observer:
             # called from a connection's answer: a fault here must not close it
             log.exception("capacity polls: the schedule failed to send the next due poll")
 
-    def _record(self, home: _Home, result: PollResult) -> None:
+    def _record(self, home: Home, result: PollResult) -> None:
         """Record a poll's outcome, judge the home and schedule its next poll."""
         due = home.due  # the deadline this poll was due at, until `_schedule` below
         now = self._clock()
@@ -498,7 +318,7 @@ class Observer:
             PollEvent(home.key, outcome, due, home.picked - due, result.latency)
         )
 
-    def _set_wake(self, home: _Home, now: datetime, at: float, due: float) -> None:
+    def _set_wake(self, home: Home, now: datetime, at: float, due: float) -> None:
         """Judge the home again when a reading ages out, if that comes before `due`."""
         assert home.change is not None
         # never spin: a moment already past is judged after a millisecond
@@ -507,7 +327,7 @@ class Observer:
             loop = asyncio.get_running_loop()
             home.wake = loop.call_at(wake, self._woken, home)
 
-    def _woken(self, home: _Home) -> None:
+    def _woken(self, home: Home) -> None:
         home.wake = None
         if home.retired or home.flight is not None:
             return

@@ -1,0 +1,153 @@
+"""The observer's schedule and its place in the shared request budget.
+
+Homes wait on one `DueQueue` by due time. `_pump` sends every due home's poll that a
+free budget slot allows, earliest first; then it waits: a poll of its own that ends pumps
+again, one timer (for the first home due) rings when nothing is due yet, and when other
+kinds of request (the prober's probes) hold every slot, the schedule takes as many places
+in the budget's line as the budget has slots, less its own polls underway, so that
+neither kind crowds the other out. The wait for a place counts as the polls' wait for a
+slot.
+
+`Dispatcher` is the base of `observer.Observer`, which supplies `_fly` (send one due
+home's poll, a slot being held for it) and its phase.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable
+
+from ome_routing.observer.homes import Home, Phase
+from ome_routing.observer.polling import PollClient
+from ome_routing.observer.scheduling import DueQueue
+
+
+class Dispatcher:
+    """The schedule of the homes due, sent within the budget. Use from one event loop."""
+
+    def __init__(self, client: PollClient) -> None:
+        self._client = client
+        self._phase = Phase.STARTING
+        #: scheduled homes by due time; retired ones stay until they reach the front
+        self._queue: DueQueue[Home] = DueQueue()
+        #: polls underway
+        self._flying = 0
+        #: places in the budget's line while others hold slots, and since when: with the
+        #: polls underway, as many as the budget has slots, so that neither the polls nor
+        #: the probes crowd the other kind out of the line
+        self._places: dict[asyncio.Future[None], float] = {}
+        #: polls the first scheduled home when it is due
+        self._timer: asyncio.TimerHandle | None = None
+        #: when `_timer` rings (uvloop's timers do not say)
+        self._timer_when = 0.0
+        #: a `_pump` is on its way (`_kick`), or running
+        self._kicked = False
+        self._pumping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _fly(self, home: Home, now: float) -> None:
+        """Send a due home's poll (a slot is held for it)."""
+        raise NotImplementedError
+
+    def _schedule(self, home: Home, due: float, lane: Hashable | None = None) -> None:
+        """Put the home on the schedule; `lane` as `DueQueue.push` takes it."""
+        home.due = due
+        self._queue.push(home, due, lane)
+
+    def _take(self, now: float) -> Home | None:
+        """The first scheduled home that is due at `now` and not retired, off the schedule."""
+        queue = self._queue
+        while True:
+            home = queue.pop_due(now)
+            if home is None or not home.retired:
+                return home
+
+    def _kick(self) -> None:
+        """Poll the due homes on the next turn of the event loop (once for many calls)."""
+        if not self._kicked and self._phase is Phase.RUNNING:
+            self._kicked = True
+            asyncio.get_running_loop().call_soon(self._pump)
+
+    def _pump(self) -> None:
+        """Poll every due home that a free slot allows; then wait for the first one due.
+
+        While every slot is held, a poll that ends pumps again; when the slots are held
+        by others only (the prober's probes), the observer takes its place in the
+        budget's line.
+        """
+        self._kicked = False
+        if self._pumping or self._phase is not Phase.RUNNING:
+            return
+        loop = self._loop
+        assert loop is not None
+        budget = self._client.budget
+        self._pumping = True
+        try:
+            while True:
+                now = loop.time()
+                if not budget.try_acquire():
+                    # a poll of the observer's that ends pumps again: no place in line
+                    if self._flying and not budget.waiting:
+                        return
+                    first = self._queue.first_due()
+                    if first is not None and first <= now:
+                        places = self._places
+                        while len(places) + self._flying < budget.limit:
+                            place = budget.wait_for_slot()
+                            places[place] = now
+                            place.add_done_callback(self._slot_passed)
+                    else:
+                        self._set_timer(loop)
+                    return
+                home = self._take(now)
+                if home is None:
+                    budget.release()
+                    self._set_timer(loop)
+                    return
+                self._fly(home, now)
+        finally:
+            self._pumping = False
+
+    def _slot_passed(self, slot: asyncio.Future[None]) -> None:
+        """The budget passed a slot to the observer's place in line."""
+        since = self._places.pop(slot, None)
+        if since is None or slot.cancelled():
+            return  # `stop` took the place back
+        loop = self._loop
+        assert loop is not None
+        now = loop.time()
+        budget = self._client.budget
+        budget.passed(now - since)
+        home = self._take(now)
+        if home is None:
+            budget.release()
+        else:
+            self._fly(home, now)
+        self._pump()
+
+    def _set_timer(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Pump when the first scheduled home is due."""
+        first = self._queue.first_due()
+        if first is None:
+            return
+        timer = self._timer
+        if timer is not None:
+            if self._timer_when <= first:
+                return
+            timer.cancel()
+        self._timer = loop.call_at(first, self._ring)
+        self._timer_when = first
+
+    def _ring(self) -> None:
+        self._timer = None
+        self._pump()
+
+    def _stop_dispatching(self) -> None:
+        """Empty the schedule, give back the places in line, and call off the timer."""
+        self._queue.clear()
+        places, self._places = self._places, {}
+        for place in places:
+            self._client.budget.stop_waiting(place)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

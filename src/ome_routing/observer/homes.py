@@ -1,0 +1,98 @@
+"""What the observer holds of each home, and the small rules it applies to one.
+
+`Home` is a home's record: its endpoint and policy, the request built from them (or why
+none can be), its window and verdict as last judged, and where it stands in the
+schedule (when it is due, the poll underway, the timer that judges it again between
+polls). Homes of equal policies share one policy object and one `WindowSettings`
+(`shared_policy`, `window_settings`), so that 100,000 homes of a few thousand services
+do not hold 100,000 copies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import Enum
+from functools import lru_cache
+
+from ome_routing.core.capacity import Verdict, Window, WindowSettings
+from ome_routing.core.pollrules import CapacityPolicy
+from ome_routing.observer import failures
+from ome_routing.observer.failures import PollFailure
+from ome_routing.observer.flight import Flight
+from ome_routing.observer.polling import PollRequest, build_request
+
+HomeKey = Hashable
+Clock = Callable[[], datetime]
+
+
+def wall_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+class Phase(Enum):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+
+
+@dataclass(eq=False, slots=True)
+class Home:
+    key: HomeKey
+    endpoint: str
+    policy: CapacityPolicy
+    #: the request to send, or why none can be built
+    request: PollRequest | PollFailure
+    window: Window
+    verdict: Verdict
+    #: the window's `next_change` as last judged (None: nothing to age out, or not judged
+    #: because the home was due again at once)
+    change: datetime | None = None
+    #: when the home's next poll is due, in event-loop seconds
+    due: float = 0.0
+    #: the poll underway, when its request went out, and the deadline after it
+    flight: Flight | None = None
+    picked: float = 0.0
+    following: float = 0.0
+    #: the timer that judges the home again when a reading ages out before its next poll
+    wake: asyncio.TimerHandle | None = None
+    #: no longer the observer's: not polled again, its poll underway cancelled
+    retired: bool = False
+
+
+#: The reason of the homes held while the observer does not run: one text for all of them.
+NOT_SUBMITTED = {
+    phase: failures.not_submitted(f"observer is {phase.value}").reason for phase in Phase
+}
+
+
+@lru_cache(maxsize=1024)
+def shared_policy(policy: CapacityPolicy) -> CapacityPolicy:
+    """The first of the equal policies seen: homes of one service share one object."""
+    return policy
+
+
+@lru_cache(maxsize=1024)
+def window_settings(policy: CapacityPolicy) -> WindowSettings:
+    """One window settings object for the homes of equal policies."""
+    return WindowSettings(samples=policy.samples, quorum=policy.quorum, max_age=policy.max_age)
+
+
+def due_of(entry: tuple[float, Home]) -> float:
+    return entry[0]
+
+
+def cancel_wake(home: Home) -> None:
+    """Call off the timer that would judge the home again before its next poll."""
+    if home.wake is not None:
+        home.wake.cancel()
+        home.wake = None
+
+
+def home_request(endpoint: str, policy: CapacityPolicy) -> PollRequest | PollFailure:
+    try:
+        return build_request(endpoint, policy.path, policy.method)
+    except PollFailure as failure:
+        return failure
