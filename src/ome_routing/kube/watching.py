@@ -15,6 +15,10 @@ the placement status); and the keys and short strings of all cached objects are 
 (`compact`), which halves a TrafficMap's size in memory. An informer may be given a
 `transform` of its own instead.
 
+One informer may serve several reconcilers (`add_handler`): the routing controller and
+the publisher share one watch and one cache of each kind they both read, rather than
+holding every map and service twice.
+
 It never raises from `run` except on cancellation; failures are logged and retried
 with a capped backoff.
 """
@@ -135,7 +139,7 @@ class Informer:
         self,
         client: AsyncClient,
         resource: Any,
-        on_event: OnEvent,
+        on_event: OnEvent | None,
         *,
         namespaced: bool,
         transform: Transform | None = None,
@@ -146,10 +150,19 @@ class Informer:
         #: kind's view (`VIEWS`), or `cached`
         self._transform = transform if transform is not None else VIEWS.get(self.kind, cached)
         self._resource = resource
-        self._on_event = on_event
+        self._handlers: list[OnEvent] = [] if on_event is None else [on_event]
+        self._on_event: OnEvent = self._tell
         self._namespaced = namespaced
         self.cache: dict[ObjectKey, RawObject] = {}
         self.synced = asyncio.Event()
+
+    def add_handler(self, on_event: OnEvent) -> None:
+        """Tell `on_event` of every event too; add it before `run`, or it misses the list."""
+        self._handlers.append(on_event)
+
+    def _tell(self, key: ObjectKey, old: RawObject | None, new: RawObject | None) -> None:
+        for handler in self._handlers:
+            handler(key, old, new)
 
     async def run(self) -> None:
         backoff = _BACKOFF_START
