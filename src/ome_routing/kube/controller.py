@@ -268,7 +268,7 @@ class Controller:
             self._logged.pop(key, None)
             self._metrics.forget_map(namespace, name)
             if decision.delete_map and tmap is not None:
-                await self._delete(key)
+                await self._delete(key, tmap)
                 return "deleted"
             return "skipped"
         if isinstance(decision, NotOurs):
@@ -380,7 +380,7 @@ class Controller:
             changed = {k: v for k, v in status.items() if old.get(k) != v}
             await self._patch(key, {"status": changed}, status=True)
 
-    async def _delete(self, key: ServiceKey) -> None:
+    async def _delete(self, key: ServiceKey, tmap: RawObject) -> None:
         assert self._maps is not None
         try:
             await self._client.delete(TrafficMap, key[1], namespace=key[0])
@@ -388,7 +388,9 @@ class Controller:
             if err.status.code != 404:
                 raise
         self._metrics.writes.labels(kind="delete").inc()
-        self._maps.forget(key)
+        meta = tmap.get("metadata") or {}
+        if not meta.get("finalizers"):  # else it stays, terminating, for the publisher to finalize
+            self._maps.forget(key, str(meta.get("resourceVersion") or ""))
         log.info("deleted TrafficMap %s/%s", key[0], key[1])
 
 

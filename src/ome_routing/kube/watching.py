@@ -227,8 +227,15 @@ class Informer:
         if current is None or _newer(raw, current):
             self.cache[key] = raw
 
-    def forget(self, key: ObjectKey) -> None:
-        self.cache.pop(key, None)
+    def forget(self, key: ObjectKey, version: str) -> None:
+        """Drop an object that this process just deleted, ahead of its watch event.
+
+        Only the `version` it deleted: a newer one already in the cache (the object is
+        terminating, waiting on a finalizer) stays, for the reconcilers that finalize it.
+        """
+        current = self.cache.get(key)
+        if current is not None and _version(current) == version:
+            del self.cache[key]
 
 
 def _version(obj: RawObject) -> str:

@@ -1,0 +1,31 @@
+"""The controller under `tracemalloc`, for `run.py --heap-top`: a diagnosis, not a figure.
+
+Runs `ome_routing.cli.main` with tracemalloc on; each SIGUSR1 writes a snapshot to
+`$HEAP_SNAPSHOT.<n>` (n = 0, 1, ...). Tracing slows the controller and adds its own
+memory, so the resident-memory figures of a traced run are not comparable to others.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import signal
+import sys
+import tracemalloc
+from types import FrameType
+
+tracemalloc.start(int(os.environ.get("HEAP_FRAMES", "1")))
+_taken = 0
+
+
+def _snapshot(_signum: int, _frame: FrameType | None) -> None:
+    global _taken
+    path = f"{os.environ['HEAP_SNAPSHOT']}.{_taken}"
+    tracemalloc.take_snapshot().dump(path + ".part")
+    os.replace(path + ".part", path)
+    _taken += 1
+
+
+signal.signal(signal.SIGUSR1, _snapshot)
+sys.argv = ["ome_routing.cli.main", *sys.argv[1:]]
+runpy.run_module("ome_routing.cli.main", run_name="__main__")
