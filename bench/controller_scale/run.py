@@ -113,9 +113,10 @@ async def heap_snapshot(controller: subprocess.Popen[bytes], path: Path) -> Any:
     import tracemalloc
 
     controller.send_signal(signal.SIGUSR1)
-    while not path.exists():
+    collected = path.with_name(path.name + ".collected")
+    while not collected.exists():
         await asyncio.sleep(0.2)
-    return tracemalloc.Snapshot.load(str(path))
+    return tracemalloc.Snapshot.load(str(path)), tracemalloc.Snapshot.load(str(collected))
 
 
 def print_heap(base: Any, loaded: Any, homes: int, top: int) -> None:
@@ -379,7 +380,10 @@ async def main_async(
         loaded_rss = rss_bytes(controller.pid)
         if traced:
             loaded_heap = await heap_snapshot(controller, workdir / "heap.1")
-            print_heap(base_heap, loaded_heap, homes, args.heap_top)
+            log("as it is:")
+            print_heap(base_heap[0], loaded_heap[0], homes, args.heap_top)
+            log("after a full garbage collection:")
+            print_heap(base_heap[1], loaded_heap[1], homes, args.heap_top)
         events = 0
         listing = client.list(TrafficMap, namespace=ALL_NS)
         async for _ in listing:

@@ -1,12 +1,15 @@
 """The controller under `tracemalloc`, for `run.py --heap-top`: a diagnosis, not a figure.
 
 Runs `ome_routing.cli.main` with tracemalloc on; each SIGUSR1 writes a snapshot to
-`$HEAP_SNAPSHOT.<n>` (n = 0, 1, ...). Tracing slows the controller and adds its own
+`$HEAP_SNAPSHOT.<n>` (n = 0, 1, ...), then runs a full garbage collection and writes
+another to `$HEAP_SNAPSHOT.<n>.collected`: the difference is garbage that waits for the
+next full collection. Tracing slows the controller and adds its own
 memory, so the resident-memory figures of a traced run are not comparable to others.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import runpy
 import signal
@@ -21,8 +24,11 @@ _taken = 0
 def _snapshot(_signum: int, _frame: FrameType | None) -> None:
     global _taken
     path = f"{os.environ['HEAP_SNAPSHOT']}.{_taken}"
-    tracemalloc.take_snapshot().dump(path + ".part")
-    os.replace(path + ".part", path)
+    for suffix in ("", ".collected"):
+        if suffix:
+            gc.collect()
+        tracemalloc.take_snapshot().dump(path + suffix + ".part")
+        os.replace(path + suffix + ".part", path + suffix)
     _taken += 1
 
 

@@ -7,8 +7,8 @@ own handler (its work queue) before they run, and both read the same cache. Both
 TrafficMaps, and each puts what it wrote into the one cache (`Informer.remember`), so
 each sees the other's writes no later than its own watch event would show them.
 
-The informers keep the view both read (`watching.VIEWS`: an InferenceService's routing
-view, a map without managedFields); a lost watch or `410 Gone` lists again, as for an
+The informers keep the view both read (an InferenceService's routing view, a map
+without managedFields), packed (`packing.PackedStore`); a lost watch or `410 Gone` lists again, as for an
 informer of one's own.
 """
 
@@ -24,8 +24,8 @@ from ome_routing.kube.watching import Informer
 
 class SharedCaches:
     def __init__(self, client: AsyncClient) -> None:
-        self.isvcs = Informer(client, InferenceService, None, namespaced=True)
-        self.maps = Informer(client, TrafficMap, None, namespaced=True)
+        self.isvcs = Informer(client, InferenceService, None, namespaced=True, packed=True)
+        self.maps = Informer(client, TrafficMap, None, namespaced=True, packed=True)
 
     async def run(self) -> None:
         """Keep both caches in step until cancelled."""

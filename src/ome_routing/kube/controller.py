@@ -103,7 +103,8 @@ class Controller:
             lambda budget, limit: PollClient(budget, limit)
         )
         self._queue: WorkQueue[ServiceKey] = WorkQueue()
-        self._homes_of: dict[ServiceKey, set[HomeKey]] = {}
+        #: the homes the observer holds of each service (a tuple: a set of three takes 3x)
+        self._homes_of: dict[ServiceKey, tuple[HomeKey, ...]] = {}
         self._logged: dict[ServiceKey, str] = {}
         self._retries: dict[ServiceKey, int] = {}
         self._observer: Observer | None = None
@@ -326,12 +327,12 @@ class Controller:
         poll = routed.poll if routed is not None else None
         wanted = home_keys(key, routed)
         keep = set(wanted.values())
-        for home in self._homes_of.get(key, set()) - keep:
+        for home in set(self._homes_of.get(key, ())) - keep:
             observer.remove_home(home)
         if poll is not None and keep:
             for home in keep:
                 observer.set_home(home, home.endpoint, poll)
-            self._homes_of[key] = keep
+            self._homes_of[key] = tuple(keep)
         else:
             self._homes_of.pop(key, None)
         self._metrics.homes.set(len(observer))
