@@ -119,6 +119,14 @@ async def heap_snapshot(controller: subprocess.Popen[bytes], path: Path) -> Any:
     return tracemalloc.Snapshot.load(str(path)), tracemalloc.Snapshot.load(str(collected))
 
 
+async def full_collection(controller: subprocess.Popen[bytes], done: Path) -> None:
+    """A full collection and `malloc_trim` in a controller started through `traced.py`."""
+    controller.send_signal(signal.SIGUSR1)
+    while not done.exists():
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(0.5)
+
+
 def print_heap(base: Any, loaded: Any, homes: int, top: int) -> None:
     """What grew between the two snapshots, biggest first, in bytes per home."""
     grown = loaded.compare_to(base, "lineno")
@@ -195,9 +203,14 @@ async def writes_total(metrics_url: str) -> float:
 
 
 async def start_controller(
-    workdir: Path, plane: LocalControlPlane, metrics_port: int, name: str, traced: bool = False
+    workdir: Path,
+    plane: LocalControlPlane,
+    metrics_port: int,
+    name: str,
+    traced: bool = False,
+    frames: int = 1,
 ) -> tuple[subprocess.Popen[bytes], Any]:
-    """Start the controller (under tracemalloc if `traced`); returns once it has started."""
+    """Start the controller (through `traced.py` if `traced`); returns once it has started."""
     log_path = workdir / f"{name}.log"
     controller_log = log_path.open("wb")
     main = (
@@ -220,7 +233,7 @@ async def start_controller(
         ],
         stdout=controller_log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "HEAP_SNAPSHOT": str(workdir / "heap")},
+        env={**os.environ, "HEAP_SNAPSHOT": str(workdir / "heap"), "HEAP_FRAMES": str(frames)},
     )
     while "controller started" not in log_path.read_text():
         if controller.poll() is not None:
@@ -311,12 +324,20 @@ async def main_async(
     metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     traced = args.heap_top > 0
     controller, controller_log = await start_controller(
-        workdir, plane, metrics_port, "controller", traced
+        workdir,
+        plane,
+        metrics_port,
+        "controller",
+        traced or args.full_collection,
+        1 if traced else 0,
     )
     try:
         await asyncio.sleep(2)
         base_rss = rss_bytes(controller.pid)
         base_heap = await heap_snapshot(controller, workdir / "heap.0") if traced else None
+        if args.full_collection:
+            await full_collection(controller, workdir / "heap.0.collected")
+            base_rss = rss_bytes(controller.pid)
 
         namespaces = [f"bench-{i}" for i in range(NAMESPACES)]
         for ns in namespaces:
@@ -378,6 +399,10 @@ async def main_async(
 
         await asyncio.sleep(15)
         loaded_rss = rss_bytes(controller.pid)
+        collected_rss = None
+        if args.full_collection:
+            await full_collection(controller, workdir / "heap.1.collected")
+            collected_rss = rss_bytes(controller.pid)
         if traced:
             loaded_heap = await heap_snapshot(controller, workdir / "heap.1")
             log("as it is:")
@@ -458,6 +483,11 @@ async def main_async(
             "rss_loaded_mib": round(loaded_rss / 2**20, 1),
             "memory_per_home_kib": round((loaded_rss - base_rss) / homes / 1024, 2),
         }
+        if collected_rss is not None:
+            figures["rss_after_full_collection_mib"] = round(collected_rss / 2**20, 1)
+            figures["memory_per_home_after_full_collection_kib"] = round(
+                (collected_rss - base_rss) / homes / 1024, 2
+            )
     finally:
         await stop_controller(controller, controller_log)
     try:
@@ -498,6 +528,12 @@ def main() -> None:
         type=int,
         default=0,
         help="run the controller under tracemalloc and print the N lines whose memory grew most",
+    )
+    parser.add_argument(
+        "--full-collection",
+        action="store_true",
+        help="also measure memory per home after a full garbage collection in the controller "
+        "(as its own, every ten minutes, would leave it)",
     )
     args = parser.parse_args()
     tools = ensure_tools(progress=log)
