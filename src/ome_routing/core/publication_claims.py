@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from sys import intern
 from typing import Any
 
 from ome_routing.core.publication import LEGACY_FINALIZER
@@ -192,26 +193,28 @@ class ClaimIndex:
     def __init__(self, publisher: str) -> None:
         self._publisher = publisher
         self._journals: dict[str, _Journal] = {}
-        self._holders: dict[str, set[str]] = {}  # target -> keys of maps claiming it
+        #: target -> keys of the maps claiming it (almost always one: a tuple is small)
+        self._holders: dict[str, tuple[str, ...]] = {}
         self._odd: set[str] = set()  # maps with an invalid or another publisher's journal
         self._legacy: set[str] = set()  # services with the legacy finalizer
 
     def observe_map(self, key: str, obj: Mapping[str, Any] | None) -> None:
+        key = intern(key)
         old = self._journals.pop(key, None)
         if old is not None:
             for claim in old.claims:
-                holders = self._holders.get(claim)
-                if holders is not None:
-                    holders.discard(key)
-                    if not holders:
-                        del self._holders[claim]
+                rest = tuple(k for k in self._holders.get(claim, ()) if k != key)
+                if rest:
+                    self._holders[claim] = rest
+                else:
+                    self._holders.pop(claim, None)
             self._odd.discard(key)
         new = _summary(obj) if obj is not None else None
         if new is None:
             return
         self._journals[key] = new
         for claim in new.claims:
-            self._holders.setdefault(claim, set()).add(key)
+            self._holders[claim] = (*self._holders.get(claim, ()), key)
         if new.invalid is not None or (new.claims and new.publisher != self._publisher):
             self._odd.add(key)
 
@@ -235,7 +238,7 @@ class ClaimIndex:
             return collision_problem(uid, union, (), self._publisher)
         candidates = set(self._odd)
         for claim in union:
-            candidates |= self._holders.get(claim, set())
+            candidates.update(self._holders.get(claim, ()))
         for key in sorted(candidates):  # "ns/name", bytewise, as the API server lists
             journal = self._journals[key]
             if journal.uid == uid:
