@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import aiohttp
 import yaml
 from aiohttp import web
-from controller_harness import eventually, free_port, kubectl
+from controller_harness import eventually, kubectl
 
 from ome_routing.devcluster import LocalControlPlane
 
@@ -139,9 +141,9 @@ class ReporterProcess:
 
     def __init__(self, kubeconfig: Path, workdir: Path, *args: str) -> None:
         self.kubeconfig = kubeconfig
-        self.port = free_port()
+        self.port = 0  # the port it bound, from its log, once started
         self.args = args
-        self.log_path = workdir / f"reporter-{self.port}.log"
+        self.log_path = workdir / f"reporter-{uuid.uuid4().hex[:8]}.log"
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -162,7 +164,7 @@ class ReporterProcess:
             "--kubeconfig",
             str(self.kubeconfig),
             "--port",
-            str(self.port),
+            "0",
             *self.args,
         ]
         env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
@@ -173,6 +175,10 @@ class ReporterProcess:
             assert self.process is not None
             if self.process.poll() is not None:
                 raise AssertionError(f"reporter exited:\n{self.log}")
+            bound = re.search(r"reporting on http://127\.0\.0\.1:(\d+)", self.log)
+            if bound is None:
+                return False
+            self.port = int(bound.group(1))
             try:
                 status, _ = await self.get("/readyz")
             except aiohttp.ClientError:

@@ -60,6 +60,7 @@ class Reason(StrEnum):
     INVALID_OWNER = "InvalidOwner"
     INVALID_OPTIONS = "InvalidOptions"
     INVALID_PLAN = "InvalidPlan"
+    LEGACY_LIFECYCLE_ACTIVE = "LegacyLifecycleActive"
     CLAIM_REJECTED = "ClaimRejected"
     DRAIN_FAILED = "DrainFailed"
     APPLY_FAILED = "ApplyFailed"
@@ -72,6 +73,7 @@ FAILURE_MESSAGES: dict[Reason, str] = {
     Reason.INVALID_OWNER: "TrafficMap owner identity is invalid or stale",
     Reason.INVALID_OPTIONS: "Publisher options are invalid",
     Reason.INVALID_PLAN: "Publisher plan is invalid",
+    Reason.LEGACY_LIFECYCLE_ACTIVE: "Legacy endpoint publisher cleanup is incomplete",
     Reason.CLAIM_REJECTED: "Publisher claims could not be acquired",
     Reason.DRAIN_FAILED: "Publisher could not drain stale targets",
     Reason.APPLY_FAILED: "Publisher could not apply the TrafficMap",

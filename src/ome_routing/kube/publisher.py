@@ -43,12 +43,19 @@ from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
 
 from ome_routing.core.config import OperatorConfig
+from ome_routing.core.endpoint import BUILTIN_PUBLISHER
 from ome_routing.core.publication import (
     InvalidPlan,
     Publication,
     Source,
     parse_claim,
     plan_publication,
+)
+from ome_routing.core.publication_claims import (
+    ClaimIndex,
+    ClaimProblem,
+    has_journal_of,
+    own_journal,
 )
 from ome_routing.core.publication_objects import GATEWAY_GROUP
 from ome_routing.core.publication_status import (
@@ -159,11 +166,12 @@ class Publisher:
         self._retries: dict[ObjectKey, int] = {}
         self._maps: Informer | None = None
         self._isvcs: Informer | None = None
+        self._claims = ClaimIndex(BUILTIN_PUBLISHER)
         self.synced = asyncio.Event()
 
     async def run(self) -> None:
-        self._maps = Informer(self._client, TrafficMap, self._on_event, namespaced=True)
-        self._isvcs = Informer(self._client, InferenceService, self._on_event, namespaced=True)
+        self._maps = Informer(self._client, TrafficMap, self._on_map_event, namespaced=True)
+        self._isvcs = Informer(self._client, InferenceService, self._on_isvc_event, namespaced=True)
         tasks = [
             asyncio.create_task(self._maps.run(), name="publisher-watch-maps"),
             asyncio.create_task(self._isvcs.run(), name="publisher-watch-isvcs"),
@@ -186,7 +194,12 @@ class Publisher:
                     await task
             self._queue.close()
 
-    def _on_event(self, key: ObjectKey, old: RawObject | None, new: RawObject | None) -> None:
+    def _on_map_event(self, key: ObjectKey, old: RawObject | None, new: RawObject | None) -> None:
+        self._claims.observe_map(f"{key[0]}/{key[1]}", new)
+        self._queue.add(key)
+
+    def _on_isvc_event(self, key: ObjectKey, old: RawObject | None, new: RawObject | None) -> None:
+        self._claims.observe_service(f"{key[0]}/{key[1]}", new)
         self._queue.add(key)
 
     async def _resync(self) -> None:
@@ -245,9 +258,19 @@ class Publisher:
             await self._fail(key, tmap, Reason.INVALID_OWNER, problem, terminal=True)
             return
         assert isvc is not None
+        status = tmap.get("status") or {}
         if _meta(isvc).get("deletionTimestamp") or not reconcile.is_routed(isvc, self._config):
+            _, changed = own_journal(status, BUILTIN_PUBLISHER)
+            if changed is not None:
+                await self._refuse(key, tmap, changed, Reason.PUBLISHER_CHANGED)
+                return
             await self._withdraw_all(key, tmap, source_key, UNPUBLISHED)
             return
+        if not has_journal_of(status, BUILTIN_PUBLISHER):
+            legacy = self._claims.legacy()
+            if legacy is not None:
+                await self._refuse(key, tmap, legacy)
+                return
         options = _options(isvc)
         if options:
             message = (
@@ -268,6 +291,15 @@ class Publisher:
             await self._status(
                 key, tmap, WITHDRAWN, gateway_ref=None, published=False, observed=True
             )
+            return
+        tmap = await self._finalizer(key, tmap)
+        status = tmap.get("status") or {}
+        claims, claim_problem = own_journal(status, BUILTIN_PUBLISHER)
+        if claim_problem is None:
+            uid = str(_meta(tmap).get("uid") or "")
+            claim_problem = self._claims.collision(uid, [*claims, plan.claim])
+        if claim_problem is not None:
+            await self._refuse(key, tmap, claim_problem)
             return
         tmap = await self._claim(key, tmap, plan)
         try:
@@ -298,13 +330,17 @@ class Publisher:
             )
         self._metrics.set_publication_fallback(key[0], key[1], 0)
 
-    async def _claim(self, key: ObjectKey, tmap: RawObject, plan: Publication) -> RawObject:
-        """The finalizer, then the claim in the journal, before any object is written."""
+    async def _finalizer(self, key: ObjectKey, tmap: RawObject) -> RawObject:
+        """The finalizer, before any claim or object is written."""
         finalizers = list(_meta(tmap).get("finalizers") or [])
-        if FINALIZER not in finalizers:
-            tmap = await self._patch(
-                key, tmap, {"metadata": {"finalizers": [*finalizers, FINALIZER]}}, status=False
-            )
+        if FINALIZER in finalizers:
+            return tmap
+        return await self._patch(
+            key, tmap, {"metadata": {"finalizers": [*finalizers, FINALIZER]}}, status=False
+        )
+
+    async def _claim(self, key: ObjectKey, tmap: RawObject, plan: Publication) -> RawObject:
+        """The claim in the journal (checked by OME's pre-claim rules), before any object."""
         status = tmap.get("status") or {}
         claims = claims_of(status)
         journal = status.get("publisher") or {}
@@ -340,6 +376,10 @@ class Publisher:
     async def _finalize(self, key: ObjectKey, tmap: RawObject, source: tuple[str, str]) -> None:
         finalizers = list(_meta(tmap).get("finalizers") or [])
         if FINALIZER not in finalizers:
+            return
+        _, changed = own_journal(tmap.get("status"), BUILTIN_PUBLISHER)
+        if changed is not None:  # another publisher's targets are not ours to remove
+            await self._refuse(key, tmap, changed, Reason.PUBLISHER_CHANGED)
             return
         tmap = await self._status(key, tmap, FINALIZING)
         try:
@@ -380,6 +420,12 @@ class Publisher:
         self._metrics.set_publication_fallback(key[0], key[1], 0)
         if not terminal:
             raise RuntimeError(error)
+
+    async def _refuse(
+        self, key: ObjectKey, tmap: RawObject, problem: ClaimProblem, reason: Reason | None = None
+    ) -> None:
+        """A terminal journal or claim problem (`core.publication_claims`)."""
+        await self._fail(key, tmap, reason or problem.reason, problem.error, terminal=True)
 
     async def _status(
         self, key: ObjectKey, tmap: RawObject, outcome: Outcome, **parts: Any

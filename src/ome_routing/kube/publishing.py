@@ -7,7 +7,10 @@ Services, so that the route never names a backend that is not there yet or any m
 A withdrawal sets the route's weights to zero, deletes it, confirms that it is gone,
 and only then deletes the service's other objects. An object is written only when its
 body differs from the one the API server holds; every read is a fresh GET or LIST (no
-cache), because ownership and hostname checks must see the present.
+cache), because ownership and hostname checks must see the present. A delete is fenced,
+as OME fences it, by the UID and resourceVersion of the object that was read: an object
+recreated or changed in between (another writer, a new owner) is not deleted, the API
+server answers 409 and the publication is retried on a fresh read.
 
 Ownership is OME's strict rule: an object belongs to a service only when it carries
 all three publication labels naming it (`core.publication.owned_by`).
@@ -284,11 +287,21 @@ class Publishing:
             name = (obj.get("metadata") or {}).get("name")
             if name in keep or not owned_by(obj, *source):
                 continue
-            await self._delete(resource, kind, namespace, str(name))
+            await self._delete(resource, kind, obj)
 
-    async def _delete(self, resource: Any, kind: str, namespace: str, name: str) -> None:
+    async def _delete(self, resource: Any, kind: str, obj: Raw) -> None:
+        """Delete the object read as `obj`, and only that version of it (404 is done)."""
+        meta = obj.get("metadata") or {}
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
         try:
-            await self._client.delete(resource, name, namespace=namespace)
+            await fenced_delete(
+                self._client,
+                resource,
+                namespace,
+                name,
+                uid=str(meta.get("uid") or ""),
+                resource_version=str(meta.get("resourceVersion") or ""),
+            )
             self.writes += 1
         except ApiError as err:
             if err.status.code != 404:
@@ -343,7 +356,7 @@ class Publishing:
         if route is None:
             return
         if not (route.get("metadata") or {}).get("deletionTimestamp"):
-            await self._delete(HTTPRoute, "HTTPRoute", namespace, name)
+            await self._delete(HTTPRoute, "HTTPRoute", route)
         try:
             remaining = await self._get(HTTPRoute, namespace, name)
         except ApiError as err:
@@ -362,6 +375,33 @@ class Publishing:
     async def delete_source_objects(self, namespace: str, source: SourceKey) -> None:
         """Every slice, policy and Service published for the service in one namespace."""
         await self._prune(namespace, source, ())
+
+
+async def fenced_delete(
+    client: AsyncClient,
+    resource: Any,
+    namespace: str,
+    name: str,
+    *,
+    uid: str,
+    resource_version: str,
+) -> None:
+    """DELETE with `preconditions` (lightkube's `delete` sends no DeleteOptions body).
+
+    Raises `ApiError` as `AsyncClient.delete` does: 404 when the object is gone, 409 when
+    its UID or resourceVersion is no longer the one given.
+    """
+    preconditions = {"uid": uid, "resourceVersion": resource_version}
+    options = {
+        "apiVersion": "v1",
+        "kind": "DeleteOptions",
+        "preconditions": {k: v for k, v in preconditions.items() if v},
+    }
+    generic = client._client  # lightkube's request builder: the path, auth and errors
+    request = generic.prepare_request("delete", resource, name=name, namespace=namespace)
+    request.data = options
+    response = await generic.send(generic.build_adapter_request(request))  # type: ignore[no-untyped-call]
+    generic.handle_response("delete", response, request)
 
 
 def _subset(desired: Any, actual: Any) -> bool:

@@ -229,7 +229,9 @@ async def serve(reporter: KubernetesReporter, host: str, port: int) -> None:
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()
-        log.info("reporting on http://%s:%d", host, port)
+        # the port bound, which `--port 0` leaves to the system
+        bound = next((a[1] for a in runner.addresses if isinstance(a, tuple)), port)
+        log.info("reporting on http://%s:%d", host, bound)
         await reporter.run()
     finally:
         await runner.cleanup()
