@@ -6,7 +6,7 @@ from typing import Any
 
 from test_reconcile import UID, a_map, an_isvc, chart
 
-from ome_routing.kube.publisher import owner_problem
+from ome_routing.kube.publisher_inputs import owner_problem
 
 
 def a_written_map(**spec: Any) -> dict[str, Any]:

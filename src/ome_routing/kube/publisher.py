@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,7 +47,6 @@ from ome_routing.core.endpoint import BUILTIN_PUBLISHER
 from ome_routing.core.publication import (
     InvalidPlan,
     Publication,
-    Source,
     parse_claim,
     plan_publication,
 )
@@ -74,8 +73,9 @@ from ome_routing.core.publication_status import (
 )
 from ome_routing.kube import reconcile
 from ome_routing.kube.controller import WRITE_GRACE_SECONDS, _finish_when_cancelled
+from ome_routing.kube.publisher_inputs import meta, options, owner_problem, source, withdrawn
 from ome_routing.kube.publishing import FIELD_MANAGER, PublishError, Publishing
-from ome_routing.kube.resources import API_VERSION, InferenceService, TrafficMap
+from ome_routing.kube.resources import InferenceService, TrafficMap
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
@@ -89,62 +89,6 @@ _RETRY_MAX = 60.0
 
 class _Conflict(Exception):
     """The map changed under a write; reconcile again with the new one."""
-
-
-def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return (obj or {}).get("metadata") or {}
-
-
-def owner_problem(tmap: RawObject, isvc: RawObject | None, config: OperatorConfig) -> str | None:
-    """Why the map's owner can't be trusted (for the log), or None."""
-    meta = _meta(tmap)
-    name = meta.get("name")
-    refs = [r for r in meta.get("ownerReferences") or [] if r.get("controller")]
-    if not refs or refs[0].get("apiVersion") != API_VERSION:
-        return "TrafficMap has no InferenceService controller"
-    ref = refs[0]
-    if ref.get("kind") != "InferenceService" or ref.get("name") != name:
-        return "TrafficMap controller is not its InferenceService"
-    if (tmap.get("spec") or {}).get("service") != name:
-        return "TrafficMap spec.service does not name its InferenceService"
-    if isvc is None:
-        return "InferenceService not found"
-    uid = _meta(isvc).get("uid")
-    if ref.get("uid") != uid or (tmap.get("status") or {}).get("sourceUID") != uid:
-        return "TrafficMap does not record its InferenceService's UID"
-    if (tmap.get("spec") or {}).get("observedISVCGeneration") != _meta(isvc).get("generation"):
-        return "TrafficMap is stale for its InferenceService's generation"
-    if isinstance(reconcile.plan(isvc, tmap, config), reconcile.Frozen):
-        return "the routing controller has frozen the TrafficMap"
-    return None
-
-
-def _source(isvc: RawObject) -> Source:
-    meta = _meta(isvc)
-    return Source(
-        namespace=str(meta.get("namespace")),
-        name=str(meta.get("name")),
-        annotations=dict(meta.get("annotations") or {}),
-        finalizers=tuple(meta.get("finalizers") or ()),
-    )
-
-
-def _options(isvc: RawObject) -> list[str]:
-    publisher = ((isvc.get("spec") or {}).get("routing") or {}).get("publisher") or {}
-    options = publisher.get("options") if isinstance(publisher, Mapping) else None
-    return sorted(options) if isinstance(options, Mapping) else []
-
-
-def _withdrawn(tmap: RawObject, plan: Publication) -> bool:
-    """Whether the map records a completed withdrawal of this plan (at any generation)."""
-    status = tmap.get("status") or {}
-    published = [c for c in status.get("conditions") or [] if c.get("type") == "Published"]
-    return (
-        bool(published)
-        and published[0].get("reason") == Reason.WITHDRAWN
-        and claims_of(status) == [plan.claim]
-        and FINALIZER in (_meta(tmap).get("finalizers") or [])
-    )
 
 
 class Publisher:
@@ -245,7 +189,7 @@ class Publisher:
             self._metrics.forget_publication(*key)
             return
         source_key = (key[0], key[1])
-        if _meta(tmap).get("deletionTimestamp"):
+        if meta(tmap).get("deletionTimestamp"):
             await self._finalize(key, tmap, source_key)
             return
         if not self._config.routing_active:
@@ -259,7 +203,7 @@ class Publisher:
             return
         assert isvc is not None
         status = tmap.get("status") or {}
-        if _meta(isvc).get("deletionTimestamp") or not reconcile.is_routed(isvc, self._config):
+        if meta(isvc).get("deletionTimestamp") or not reconcile.is_routed(isvc, self._config):
             _, changed = own_journal(status, BUILTIN_PUBLISHER)
             if changed is not None:
                 await self._refuse(key, tmap, changed, Reason.PUBLISHER_CHANGED)
@@ -271,22 +215,22 @@ class Publisher:
             if legacy is not None:
                 await self._refuse(key, tmap, legacy)
                 return
-        options = _options(isvc)
-        if options:
+        extra = options(isvc)
+        if extra:
             message = (
                 "Gateway API publisher does not accept per-InferenceService options: "
-                + ", ".join(options)
+                + ", ".join(extra)
             )
             await self._fail(key, tmap, Reason.INVALID_OPTIONS, message, terminal=True)
             return
         try:
             plan = plan_publication(
-                _source(isvc), key[0], key[1], tmap.get("spec") or {}, self._endpoint
+                source(isvc), key[0], key[1], tmap.get("spec") or {}, self._endpoint
             )
         except InvalidPlan as err:
             await self._fail(key, tmap, Reason.INVALID_PLAN, str(err), terminal=True)
             return
-        if not plan.publish and _withdrawn(tmap, plan):
+        if not plan.publish and withdrawn(tmap, plan):
             # nothing of ours can have come back: only the generation is recorded anew
             await self._status(
                 key, tmap, WITHDRAWN, gateway_ref=None, published=False, observed=True
@@ -296,7 +240,7 @@ class Publisher:
         status = tmap.get("status") or {}
         claims, claim_problem = own_journal(status, BUILTIN_PUBLISHER)
         if claim_problem is None:
-            uid = str(_meta(tmap).get("uid") or "")
+            uid = str(meta(tmap).get("uid") or "")
             claim_problem = self._claims.collision(uid, [*claims, plan.claim])
         if claim_problem is not None:
             await self._refuse(key, tmap, claim_problem)
@@ -332,7 +276,7 @@ class Publisher:
 
     async def _finalizer(self, key: ObjectKey, tmap: RawObject) -> RawObject:
         """The finalizer, before any claim or object is written."""
-        finalizers = list(_meta(tmap).get("finalizers") or [])
+        finalizers = list(meta(tmap).get("finalizers") or [])
         if FINALIZER in finalizers:
             return tmap
         return await self._patch(
@@ -374,7 +318,7 @@ class Publisher:
         await self._status(key, tmap, outcome, gateway_ref=None, published=False)
 
     async def _finalize(self, key: ObjectKey, tmap: RawObject, source: tuple[str, str]) -> None:
-        finalizers = list(_meta(tmap).get("finalizers") or [])
+        finalizers = list(meta(tmap).get("finalizers") or [])
         if FINALIZER not in finalizers:
             return
         _, changed = own_journal(tmap.get("status"), BUILTIN_PUBLISHER)
@@ -430,7 +374,7 @@ class Publisher:
     async def _status(
         self, key: ObjectKey, tmap: RawObject, outcome: Outcome, **parts: Any
     ) -> RawObject:
-        generation = int(_meta(tmap).get("generation") or 0)
+        generation = int(meta(tmap).get("generation") or 0)
         old = tmap.get("status") or {}
         new = publisher_status(old, generation, outcome, self._clock(), **parts)
         if new == old:
@@ -443,7 +387,7 @@ class Publisher:
         self, key: ObjectKey, tmap: RawObject, body: dict[str, Any], *, status: bool
     ) -> RawObject:
         assert self._maps is not None
-        version = _meta(tmap).get("resourceVersion")
+        version = meta(tmap).get("resourceVersion")
         body = {**body, "metadata": {**body.get("metadata", {}), "resourceVersion": version}}
         try:
             patched = await self._client.patch(
