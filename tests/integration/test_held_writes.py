@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -28,6 +30,11 @@ REPORT = json.dumps(a_report()).encode()
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(REPORT), REPORT)
 #: a probe's answer, which a poll would take as a failure
 NO_CONTENT = b"HTTP/1.1 204 No Content\r\n\r\n"
+#: an answer after which the connection is not kept
+CLOSING = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (
+    len(REPORT),
+    REPORT,
+)
 #: polls started in one turn of the event loop
 AT_ONCE = 16
 
@@ -146,3 +153,100 @@ async def test_a_request_whose_connection_is_dropped_before_the_turn_ends_is_nev
                 answer.cancel()
             for peer in peers:
                 peer.close()
+
+
+class FutureWaiter:
+    """A `transport.Waiter` that passes what it is given to a future."""
+
+    def __init__(self, future: asyncio.Future[bytes]) -> None:
+        self.future = future
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def set_result(self, result: Any, /) -> None:
+        self.future.set_result(result)
+
+    def set_exception(self, exception: BaseException, /) -> None:
+        self.future.set_exception(exception)
+
+
+def _received(peer: socket.socket) -> bool:
+    """Whether bytes wait on `peer`, without taking them."""
+    try:
+        peer.setblocking(False)
+        return bool(peer.recv(1, socket.MSG_PEEK))
+    except BlockingIOError:
+        return False
+    finally:
+        peer.setblocking(True)
+        peer.settimeout(5)
+
+
+class Handing:
+    """A `transport.Waiter` that, when its answer comes, does `then`."""
+
+    def __init__(self, then: Callable[[], None]) -> None:
+        self.then = then
+        self.over = False
+
+    def done(self) -> bool:
+        return self.over
+
+    def set_result(self, result: Any, /) -> None:
+        self.over = True
+        self.then()
+
+    def set_exception(self, exception: BaseException, /) -> None:
+        self.over = True
+
+
+async def test_a_probe_cancelled_after_its_answer_leaves_its_connection_to_the_next_poll(
+    client: PollClient,
+) -> None:
+    """The probe's answer puts its connection back in the pool at once; a poll that takes
+    it before the probe's task wakes must get its own answer, even if the probe's task
+    is cancelled meanwhile (its time ran out, the prober stopped): the probe no longer
+    owns the connection, and must not close it under the poll."""
+    loop = asyncio.get_running_loop()
+    head = b"GET /capacity HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    pool = client.sender.pool
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        origin = origin_of("127.0.0.1", port, False)
+        shared = await pool.connect(origin)
+        pool.release(shared)  # the probe takes it
+        other = await pool.connect(origin)
+        shared_peer, other_peer = listener.accept()[0], listener.accept()[0]
+        for peer in (shared_peer, other_peer):
+            peer.settimeout(5)
+        probe = loop.create_task(
+            client.probe(probe_request(f"http://127.0.0.1:{port}/healthz", "GET"), seconds("5s"))
+        )
+        victim: asyncio.Future[bytes] = loop.create_future()
+
+        def cancel_the_probe_and_poll_on_its_connection() -> None:
+            probe.cancel()
+            taken = pool.take(origin)
+            assert taken is shared
+            taken.send_to(FutureWaiter(victim), head, 1024)
+
+        try:
+            while not probe.done() and not _received(shared_peer):
+                await asyncio.sleep(0.01)
+            assert b"/healthz" in shared_peer.recv(1024)
+            other.send_to(Handing(cancel_the_probe_and_poll_on_its_connection), head, 1024)
+            await asyncio.sleep(0)
+            assert other_peer.recv(1024) == head
+            # both answers land before the loop looks again: the probe's first
+            shared_peer.sendall(NO_CONTENT)
+            other_peer.sendall(CLOSING)  # so that the pool's one idle connection is the probe's
+            with pytest.raises(asyncio.CancelledError):
+                await probe
+            assert shared_peer.recv(1024) == head  # the poll's request, on the same connection
+            shared_peer.sendall(ANSWER)
+            assert await asyncio.wait_for(victim, 5) == REPORT
+        finally:
+            probe.cancel()
+            shared_peer.close()
+            other_peer.close()
