@@ -209,7 +209,12 @@ class Connection(asyncio.Protocol):
         self._pool.write(self, head)
 
     def flush(self, head: bytes) -> None:
-        """Write a request that `Pool.write` held, unless the connection closed meanwhile."""
+        """Write a request that `Pool.write` held, unless the connection closed meanwhile.
+
+        Nothing is lost by not writing: a connection that is closing calls
+        `connection_lost`, which tells the waiter (a failure, or a stale connection to
+        try again), and one its poll dropped (`abort`) has no waiter left to tell.
+        """
         transport = self._transport
         if transport is not None and self._waiter is not None and not transport.is_closing():
             transport.write(head)
