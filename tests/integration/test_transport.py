@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -16,6 +17,7 @@ from ome_routing import __version__
 from ome_routing.observer.budget import RequestBudget
 from ome_routing.observer.failures import Outcome
 from ome_routing.observer.polling import PollClient, PollResult, request_for_url
+from ome_routing.observer.transport import Pool, origin_of
 
 from .conftest import ConnectionHandler, a_report, read_request_head, seconds
 
@@ -191,3 +193,28 @@ async def test_the_request_is_one_http_1_1_request_with_the_polls_headers(
         f"User-Agent: ome-routing/{__version__}",
         "Content-Length: 0",
     }
+
+
+async def test_the_requests_of_one_turn_are_written_together_at_its_end() -> None:
+    """On loopback a write lands at once: none has landed until the turn ends, then all."""
+    loop = asyncio.get_running_loop()
+    head = b"GET /capacity HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        origin = origin_of("127.0.0.1", listener.getsockname()[1], False)
+        pool = Pool(loop, 4, 5.0, None)
+        connections = [await pool.connect(origin) for _ in range(3)]
+        peers = [listener.accept()[0] for _ in connections]
+        try:
+            answers = [connection.send(head, 1024) for connection in connections]
+            for peer in peers:
+                peer.setblocking(False)
+                with pytest.raises(BlockingIOError):
+                    peer.recv(1024)
+            await asyncio.sleep(0)
+            assert [peer.recv(1024) for peer in peers] == [head] * 3
+        finally:
+            pool.close()
+            for answer in answers:
+                answer.cancel()
+            for peer in peers:
+                peer.close()

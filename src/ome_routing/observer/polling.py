@@ -301,6 +301,7 @@ class PollClient:
             start = loop.time()
             limit = self._deadlines.arm(start + timeout.seconds, task)
             connection: Connection | None = None
+            answer: asyncio.Future[int] | None = None
             timed_out = False
             try:
                 try:
@@ -308,20 +309,24 @@ class PollClient:
                     if connection is None:
                         connection = await self._pool.connect(request.origin)
                     try:
-                        status = await connection.send_probe(
+                        answer = connection.send_probe(
                             request.head, self._limit, head_only=head_only
                         )
+                        status = await answer
                     except StaleConnection:
                         if request.method != "GET":
                             raise failures.unreachable(CLOSED_EARLY) from None
                         connection = await self._pool.connect(request.origin)
-                        status = await connection.send_probe(
+                        answer = connection.send_probe(
                             request.head, self._limit, head_only=head_only
                         )
+                        status = await answer
                 finally:
                     timed_out = self._deadlines.disarm(limit)
             except asyncio.CancelledError:
-                if connection is not None:
+                # once its answer came, the connection is no longer the probe's: it went
+                # back to the pool, where another request may have taken it already
+                if connection is not None and (answer is None or not answer.done()):
                     connection.abort()
                 if not timed_out:
                     raise
