@@ -20,10 +20,9 @@ interpreter's heap has grown by `FULL_GROWTH` since the last full collection. Cy
 reach it: a connection that lived through a few beats (a poll that stalled) and its HTTP
 parser refer to each other, and every connection closed after a failure (a 404 without
 keep-alive, a reset, a timeout, an oversize body) is such garbage. Measured with
-`tests/chaos/traced_controller.py` under the 1,000 hostile homes of the chaos suite: about
-a thousand objects a second, which a full collection only every ten minutes let pile up
-(the resident memory grew by 7 MiB a minute). Every `TRIM_EVERY` beats it
-also hands the C heap's free pages back to the system (glibc's `malloc_trim`, where
+`tests/chaos/traced_controller.py` under the 1,000 hostile homes of the chaos suite:
+400-1,200 such objects a second, which a full collection only every ten minutes let pile
+up (the resident memory grew by 7 MiB a minute). Every `TRIM_EVERY` beats it also hands the C heap's free pages back to the system (glibc's `malloc_trim`, where
 there is one): decoding the API server's lists and watch events leaves megabytes free
 but resident, which glibc returns on its own only from the top of its heap. The collector's own full collections are off, and its own young
 ones stay on, with a high threshold, for bursts of allocation between two beats.
