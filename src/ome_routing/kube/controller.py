@@ -396,7 +396,13 @@ class Controller:
 
 
 async def _finish_when_cancelled(work: Coroutine[Any, Any, str], grace: float) -> str:
-    """Run `work`; when cancelled, let it finish (for at most `grace` s), then stop."""
+    """Run `work`; when cancelled, let it finish (for at most `grace` s), then stop.
+
+    The task is let go of on the way out: a failed task keeps its error, whose traceback
+    holds this frame, and this frame holding the task would make a cycle that only a full
+    collection frees (the task lived through the reconcile's requests, so the collector
+    has moved it to its oldest generation).
+    """
     task = asyncio.ensure_future(work)
     try:
         return await asyncio.shield(task)
@@ -404,6 +410,8 @@ async def _finish_when_cancelled(work: Coroutine[Any, Any, str], grace: float) -
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await asyncio.wait_for(task, grace)
         raise
+    finally:
+        del task
 
 
 def _raw(obj: Any) -> RawObject:
