@@ -108,6 +108,38 @@ class ChangingReporter:
             await self._runner.cleanup()
 
 
+async def heap_snapshot(controller: subprocess.Popen[bytes], path: Path) -> Any:
+    """A tracemalloc snapshot of a controller started with `traced`."""
+    import tracemalloc
+
+    controller.send_signal(signal.SIGUSR1)
+    collected = path.with_name(path.name + ".collected")
+    while not collected.exists():
+        await asyncio.sleep(0.2)
+    return tracemalloc.Snapshot.load(str(path)), tracemalloc.Snapshot.load(str(collected))
+
+
+async def full_collection(controller: subprocess.Popen[bytes], done: Path) -> None:
+    """A full collection and `malloc_trim` in a controller started through `traced.py`."""
+    controller.send_signal(signal.SIGUSR1)
+    while not done.exists():
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(0.5)
+
+
+def print_heap(base: Any, loaded: Any, homes: int, top: int) -> None:
+    """What grew between the two snapshots, biggest first, in bytes per home."""
+    grown = loaded.compare_to(base, "lineno")
+    total = sum(stat.size_diff for stat in grown)
+    log(f"traced heap grew {total / homes:.0f} B per home; biggest lines:")
+    for stat in grown[:top]:
+        frame = stat.traceback[0]
+        log(
+            f"  {stat.size_diff / homes:8.1f} B/home {stat.count_diff / homes:6.2f} objects/home"
+            f"  {frame.filename.rsplit('site-packages/', 1)[-1]}:{frame.lineno}"
+        )
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -171,16 +203,23 @@ async def writes_total(metrics_url: str) -> float:
 
 
 async def start_controller(
-    workdir: Path, plane: LocalControlPlane, metrics_port: int, name: str
+    workdir: Path,
+    plane: LocalControlPlane,
+    metrics_port: int,
+    name: str,
+    traced: bool = False,
+    frames: int = 1,
 ) -> tuple[subprocess.Popen[bytes], Any]:
-    """Start the controller; returns once its log says it started."""
+    """Start the controller (through `traced.py` if `traced`); returns once it has started."""
     log_path = workdir / f"{name}.log"
     controller_log = log_path.open("wb")
+    main = (
+        [str(Path(__file__).with_name("traced.py"))] if traced else ["-m", "ome_routing.cli.main"]
+    )
     controller = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "ome_routing.cli.main",
+            *main,
             "controller",
             "--config",
             str(workdir / "values.yaml"),
@@ -194,6 +233,7 @@ async def start_controller(
         ],
         stdout=controller_log,
         stderr=subprocess.STDOUT,
+        env={**os.environ, "HEAP_SNAPSHOT": str(workdir / "heap"), "HEAP_FRAMES": str(frames)},
     )
     while "controller started" not in log_path.read_text():
         if controller.poll() is not None:
@@ -282,10 +322,22 @@ async def main_async(
     (workdir / "values.yaml").write_text(yaml.safe_dump(values))
     metrics_port = free_port()
     metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-    controller, controller_log = await start_controller(workdir, plane, metrics_port, "controller")
+    traced = args.heap_top > 0
+    controller, controller_log = await start_controller(
+        workdir,
+        plane,
+        metrics_port,
+        "controller",
+        traced or args.full_collection,
+        1 if traced else 0,
+    )
     try:
         await asyncio.sleep(2)
         base_rss = rss_bytes(controller.pid)
+        base_heap = await heap_snapshot(controller, workdir / "heap.0") if traced else None
+        if args.full_collection:
+            await full_collection(controller, workdir / "heap.0.collected")
+            base_rss = rss_bytes(controller.pid)
 
         namespaces = [f"bench-{i}" for i in range(NAMESPACES)]
         for ns in namespaces:
@@ -347,6 +399,16 @@ async def main_async(
 
         await asyncio.sleep(15)
         loaded_rss = rss_bytes(controller.pid)
+        collected_rss = None
+        if args.full_collection:
+            await full_collection(controller, workdir / "heap.1.collected")
+            collected_rss = rss_bytes(controller.pid)
+        if traced:
+            loaded_heap = await heap_snapshot(controller, workdir / "heap.1")
+            log("as it is:")
+            print_heap(base_heap[0], loaded_heap[0], homes, args.heap_top)
+            log("after a full garbage collection:")
+            print_heap(base_heap[1], loaded_heap[1], homes, args.heap_top)
         events = 0
         listing = client.list(TrafficMap, namespace=ALL_NS)
         async for _ in listing:
@@ -421,6 +483,11 @@ async def main_async(
             "rss_loaded_mib": round(loaded_rss / 2**20, 1),
             "memory_per_home_kib": round((loaded_rss - base_rss) / homes / 1024, 2),
         }
+        if collected_rss is not None:
+            figures["rss_after_full_collection_mib"] = round(collected_rss / 2**20, 1)
+            figures["memory_per_home_after_full_collection_kib"] = round(
+                (collected_rss - base_rss) / homes / 1024, 2
+            )
     finally:
         await stop_controller(controller, controller_log)
     try:
@@ -455,6 +522,18 @@ def main() -> None:
         dest="restart",
         action="store_false",
         help="skip starting the controller again over the converged services",
+    )
+    parser.add_argument(
+        "--heap-top",
+        type=int,
+        default=0,
+        help="run the controller under tracemalloc and print the N lines whose memory grew most",
+    )
+    parser.add_argument(
+        "--full-collection",
+        action="store_true",
+        help="also measure memory per home after a full garbage collection in the controller "
+        "(as its own, every ten minutes, would leave it)",
     )
     args = parser.parse_args()
     tools = ensure_tools(progress=log)

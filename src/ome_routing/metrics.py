@@ -1,28 +1,57 @@
 """Prometheus metrics of the routing controller.
 
 Each controller owns one `RoutingMetrics` with its own registry, so that several can run in
-one process (tests) without sharing series. Names follow OME where OME names them
+one process (tests) without sharing series. The series of one TrafficMap each (`PerMapGauge`)
+are values in a dict, written out at each scrape: a labelled `Gauge` keeps an object with
+its own locks per series, about 700 bytes, for every map of the fleet. Names follow OME where OME names them
 (`ome_trafficmap_capacity_fallback_homes`); the rest are prefixed `ome_routing_`.
 """
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0)
 
 
+class PerMapGauge(Collector):
+    """A gauge with one series per TrafficMap, held as label values -> value."""
+
+    def __init__(
+        self, name: str, documentation: str, labels: list[str], registry: CollectorRegistry
+    ) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._labels = labels
+        self._values: dict[tuple[str, ...], float] = {}
+        registry.register(self)
+
+    def set(self, labels: tuple[str, ...], value: float) -> None:
+        self._values[labels] = float(value)
+
+    def remove(self, labels: tuple[str, ...]) -> None:
+        self._values.pop(labels, None)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(self._name, self._documentation, labels=self._labels)
+        for labels, value in list(self._values.items()):
+            family.add_metric(list(labels), value)
+        yield family
+
+
 class RoutingMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
-        self.fallback_homes = Gauge(
+        self.fallback_homes = PerMapGauge(
             "ome_trafficmap_capacity_fallback_homes",
             "Homes of a TrafficMap without a capacity ceiling, while its capacity poll is on.",
             ["namespace", "trafficmap"],
-            registry=self.registry,
+            self.registry,
         )
         self.polls = Counter(
             "ome_routing_capacity_polls_total",
@@ -72,18 +101,18 @@ class RoutingMetrics:
             ["result"],
             registry=self.registry,
         )
-        self.gated_homes = Gauge(
+        self.gated_homes = PerMapGauge(
             "ome_trafficmap_probe_gated_homes",
             "Homes of a TrafficMap that its health probe gates, while its probe is on.",
             ["namespace", "trafficmap"],
-            registry=self.registry,
+            self.registry,
         )
-        self.publication_fallback = Gauge(
+        self.publication_fallback = PerMapGauge(
             "ome_trafficmap_publication_fallback",
             "1 while a TrafficMap's PublicationFallback condition is True (never, for the "
             "built-in gatewayapi publisher).",
             ["namespace", "trafficmap", "publisher"],
-            registry=self.registry,
+            self.registry,
         )
         self.leader = Gauge(
             "ome_routing_leader",
@@ -94,33 +123,26 @@ class RoutingMetrics:
     def set_fallback_homes(self, namespace: str, name: str, count: int | None) -> None:
         """Set the gauge for one map; None (poll off, or map gone) removes its series."""
         if count is None:
-            with contextlib.suppress(KeyError):
-                self.fallback_homes.remove(namespace, name)
+            self.fallback_homes.remove((namespace, name))
         else:
-            self.fallback_homes.labels(namespace=namespace, trafficmap=name).set(count)
+            self.fallback_homes.set((namespace, name), count)
 
     def set_gated_homes(self, namespace: str, name: str, count: int | None) -> None:
         """Set the gated-homes gauge for one map; None (probe off) removes its series."""
         if count is None:
-            with contextlib.suppress(KeyError):
-                self.gated_homes.remove(namespace, name)
+            self.gated_homes.remove((namespace, name))
         else:
-            self.gated_homes.labels(namespace=namespace, trafficmap=name).set(count)
+            self.gated_homes.set((namespace, name), count)
 
     def forget_map(self, namespace: str, name: str) -> None:
-        with contextlib.suppress(KeyError):
-            self.fallback_homes.remove(namespace, name)
-        with contextlib.suppress(KeyError):
-            self.gated_homes.remove(namespace, name)
+        self.fallback_homes.remove((namespace, name))
+        self.gated_homes.remove((namespace, name))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
     def set_publication_fallback(self, namespace: str, name: str, value: int) -> None:
-        self.publication_fallback.labels(
-            namespace=namespace, trafficmap=name, publisher="gatewayapi"
-        ).set(value)
+        self.publication_fallback.set((namespace, name, "gatewayapi"), value)
 
     def forget_publication(self, namespace: str, name: str) -> None:
-        with contextlib.suppress(KeyError):
-            self.publication_fallback.remove(namespace, name, "gatewayapi")
+        self.publication_fallback.remove((namespace, name, "gatewayapi"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 import signal
 import time
 from collections.abc import Mapping
@@ -126,7 +127,12 @@ class Fleet:
         if observer:
             values["ome"]["multicluster"]["config"]["routing"]["observer"] = dict(observer)
         process = ControllerProcess(
-            self.plane.kubeconfig, values, self.workdir, lease=LEASE, identity=identity
+            self.plane.kubeconfig,
+            values,
+            self.workdir,
+            lease=LEASE,
+            identity=identity,
+            wrap=_traced if os.environ.get("CHAOS_TRACE_DIR") else None,
         )
         self.controllers.append(process.start())
         if wait:
@@ -179,6 +185,12 @@ class Fleet:
         start = time.monotonic()
         await asyncio.sleep(seconds)
         return len(self.recorder.writes_since(start))
+
+
+def _traced(command: list[str]) -> list[str]:
+    """`python -m ome_routing...` run by `traced_controller.py` (see there): a diagnosis aid."""
+    assert command[1] == "-m", command
+    return [command[0], str(Path(__file__).parent / "traced_controller.py"), *command[2:]]
 
 
 async def _true(value: bool) -> bool:

@@ -660,3 +660,34 @@ async def test_a_service_that_is_no_longer_placed_loses_its_entries(scene: Scene
         ("False", "NotPlaced", "InferenceService is not Placed; no homes to route to yet"),
         ("False", "NoCapacityTargets", "no addressable homes require endpoint capacity"),
     ]
+
+
+async def open_watches(plane: LocalControlPlane) -> dict[str, float]:
+    """resource -> the watches the API server is serving now (`apiserver_longrunning_requests`)."""
+    metrics = (await kubectl(plane, "get", "--raw", "/metrics")).stdout
+    watches: dict[str, float] = {}
+    for line in metrics.splitlines():
+        if line.startswith("apiserver_longrunning_requests{") and 'verb="WATCH"' in line:
+            labels, value = line.rsplit(" ", 1)
+            resource = labels.split('resource="', 1)[1].split('"', 1)[0]
+            watches[resource] = watches.get(resource, 0.0) + float(value)
+    return watches
+
+
+async def test_the_controller_and_the_publisher_share_one_watch_of_maps_and_services(
+    scene: Scene,
+) -> None:
+    """Both reconcilers read every map and service: one watch (and cache) each, not two."""
+    await scene.route()
+    before = await open_watches(scene.plane)
+    process = await scene.start()
+
+    async def both_started() -> bool:
+        return "TrafficMap publisher started" in process.log
+
+    await eventually(both_started, what="the publisher started")
+    await scene.until_ceilings()
+    after = await open_watches(scene.plane)
+    for resource in ("trafficmaps", "inferenceservices", "workloadclusters"):
+        opened = after.get(resource, 0.0) - before.get(resource, 0.0)
+        assert opened == 1, f"{resource}: {opened:g} watches opened by one controller"

@@ -15,11 +15,14 @@ from ome_routing.observer import pace_collections, tune_gc
 from ome_routing.observer.tuning import (
     BEAT_SECONDS,
     FULL_EVERY,
+    FULL_GROWTH,
+    GROWTH_EVERY,
     MIDDLE_THRESHOLD,
     OLD_THRESHOLD,
     TRIM_EVERY,
     YOUNG_THRESHOLD,
     generation_at,
+    heap_grew,
     heap_trimmer,
 )
 
@@ -88,6 +91,46 @@ async def test_paced_collections_free_cycles_the_collector_would_not_reach_itsel
         await asyncio.gather(pacer, return_exceptions=True)
     assert generations
     assert set(generations) == {1}
+
+
+def test_a_full_collection_is_due_once_the_heap_grew_by_a_quarter_since_the_last() -> None:
+    assert FULL_GROWTH == 0.25
+    assert not heap_grew(1_250, 1_000)
+    assert heap_grew(1_251, 1_000)
+    assert not heap_grew(900, 1_000)
+
+
+@pytest.mark.usefixtures("gc_restored")
+async def test_cycles_in_the_oldest_generation_are_freed_once_the_heap_has_grown() -> None:
+    # the collector's own triggers out of reach, the periodic full collection too: only
+    # the heap's growth can bring the full collection that frees the cycle
+    gc.set_threshold(10**9, 10**9, 10**9)
+    first, second = _Node(), _Node()
+    first.other, second.other = second, first
+    gc.collect(1)
+    gc.collect(1)  # the survivors of two collections of the middle generation: the oldest
+    gone = weakref.ref(first)
+    del first, second
+    sizes = iter([1_000])  # the heap after the last full collection, then a grown one
+    generations: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            generations.append(info["generation"])
+
+    gc.callbacks.append(seen)
+    pacer = asyncio.ensure_future(
+        pace_collections(0.001, full_every=10**9, blocks=lambda: next(sizes, 2_000))
+    )
+    try:
+        while len(generations) < 3 * GROWTH_EVERY and gone() is not None:
+            await asyncio.sleep(0.001)
+    finally:
+        pacer.cancel()
+        gc.callbacks.remove(seen)
+        await asyncio.gather(pacer, return_exceptions=True)
+    assert gone() is None
+    assert 2 in generations
 
 
 def test_the_c_heap_is_trimmed_where_glibc_provides_it() -> None:

@@ -31,6 +31,7 @@ from ome_routing.core.config import (
     config_from_multicluster,
     config_from_values,
 )
+from ome_routing.kube.caches import SharedCaches
 from ome_routing.kube.controller import Controller
 from ome_routing.kube.leader import LeaderElector
 from ome_routing.kube.publisher import Publisher
@@ -187,11 +188,14 @@ async def _serve(options: dict[str, Any]) -> int:
     async def lead() -> None:
         metrics.leader.set(1)
         try:
-            publisher = Publisher(client, config, metrics).run()
             if config.routing_active:
-                await asyncio.gather(Controller(client, config, metrics).run(), publisher)
+                # one watch and one cache of each kind for both reconcilers
+                caches = SharedCaches(client)
+                controller = Controller(client, config, metrics, caches=caches)
+                publisher = Publisher(client, config, metrics, caches=caches).run()
+                await asyncio.gather(caches.run(), controller.run(), publisher)
             else:  # the publisher only finalizes the maps that are deleted
-                await publisher
+                await Publisher(client, config, metrics).run()
         finally:
             metrics.leader.set(0)
 

@@ -32,71 +32,29 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
-from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any
 
 from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
 
 from ome_routing.core.config import OperatorConfig
-from ome_routing.core.digests import capacity_policy_digest
-from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.kube import reconcile
+from ome_routing.kube.caches import SharedCaches
+from ome_routing.kube.homes import HomeKey as HomeKey
+from ome_routing.kube.homes import ServiceKey
+from ome_routing.kube.homes import home_keys as home_keys
 from ome_routing.kube.probing import ProbeTargets
 from ome_routing.kube.reconcile import Frozen, NotOurs, Routed, Unrouted
-from ome_routing.kube.resources import FIELD_MANAGER, InferenceService, TrafficMap, WorkloadCluster
+from ome_routing.kube.resources import FIELD_MANAGER, TrafficMap, WorkloadCluster
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
 from ome_routing.observer.budget import RequestBudget
-from ome_routing.observer.failures import PollFailure
 from ome_routing.observer.observer import Observer, PollEvent
-from ome_routing.observer.polling import PollClient, poll_target
+from ome_routing.observer.polling import PollClient
 from ome_routing.observer.prober import ProbeEvent, Prober
 
 log = logging.getLogger("ome_routing.controller")
-
-ServiceKey = tuple[str, str]
-
-
-class HomeKey(NamedTuple):
-    """OME's identity of a home's capacity window: any change starts a new window."""
-
-    owner_uid: str
-    namespace: str
-    name: str
-    cluster: str
-    #: the canonical endpoint (as given, if it has none: the observer then says why)
-    endpoint: str
-    #: `capacity_policy_digest` of the poll
-    digest: str
-
-
-@lru_cache(maxsize=1024)
-def _digest(policy: CapacityPolicy) -> str:
-    return capacity_policy_digest(policy)
-
-
-@lru_cache(maxsize=4096)
-def _target(endpoint: str) -> str:
-    """The endpoint as OME identifies it, or as given if it is not a usable URL."""
-    try:
-        return poll_target(endpoint)
-    except PollFailure:
-        return endpoint
-
-
-def home_keys(key: ServiceKey, routed: Routed | None) -> dict[str, HomeKey]:
-    """cluster -> `HomeKey` of the homes a service polls now (none while polling is off)."""
-    poll = routed.poll if routed is not None else None
-    if routed is None or poll is None:
-        return {}
-    namespace, name = key
-    digest = _digest(poll)
-    return {
-        cluster: HomeKey(routed.uid, namespace, name, cluster, _target(endpoint), digest)
-        for cluster, endpoint in routed.targets().items()
-    }
 
 
 #: A full pass over every service, in case an event was lost.
@@ -135,6 +93,7 @@ class Controller:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         poll_client_factory: Callable[[RequestBudget, int], PollClient] | None = None,
+        caches: SharedCaches | None = None,
     ) -> None:
         self._client = client
         self._config = config
@@ -144,14 +103,24 @@ class Controller:
             lambda budget, limit: PollClient(budget, limit)
         )
         self._queue: WorkQueue[ServiceKey] = WorkQueue()
-        self._homes_of: dict[ServiceKey, set[HomeKey]] = {}
+        #: the homes the observer holds of each service (a tuple: a set of three takes 3x)
+        self._homes_of: dict[ServiceKey, tuple[HomeKey, ...]] = {}
         self._logged: dict[ServiceKey, str] = {}
         self._retries: dict[ServiceKey, int] = {}
         self._observer: Observer | None = None
         self._probes: ProbeTargets | None = None
+        #: the InferenceService and TrafficMap caches: shared ones (run by their owner)
+        #: or, when none are given, its own (run by `run`)
+        self._caches = caches
+        if caches is not None:
+            self._listen(caches)
         self._isvcs: Informer | None = None
         self._maps: Informer | None = None
         self.synced = asyncio.Event()
+
+    def _listen(self, caches: SharedCaches) -> None:
+        caches.isvcs.add_handler(self._on_isvc)
+        caches.maps.add_handler(self._on_map)
 
     # --- running ----------------------------------------------------------------
 
@@ -174,13 +143,18 @@ class Controller:
             stats=_MetricsStats(self._metrics),
         )
         self._probes = ProbeTargets(prober, self._clock)
-        self._isvcs = Informer(self._client, InferenceService, self._on_isvc, namespaced=True)
-        self._maps = Informer(self._client, TrafficMap, self._on_map, namespaced=True)
+        caches = self._caches
+        own = caches is None
+        if caches is None:
+            caches = SharedCaches(self._client)
+            self._listen(caches)
+        self._isvcs, self._maps = caches.isvcs, caches.maps
         clusters = Informer(self._client, WorkloadCluster, self._on_cluster, namespaced=False)
         tasks: list[asyncio.Task[None]] = []
         try:
-            for informer in (self._isvcs, self._maps, clusters):
-                tasks.append(asyncio.create_task(informer.run(), name=f"watch-{informer.kind}"))
+            tasks.append(asyncio.create_task(clusters.run(), name="watch-WorkloadCluster"))
+            if own:
+                tasks.append(asyncio.create_task(caches.run(), name="watch-caches"))
             await asyncio.gather(
                 self._isvcs.synced.wait(), self._maps.synced.wait(), clusters.synced.wait()
             )
@@ -295,7 +269,7 @@ class Controller:
             self._logged.pop(key, None)
             self._metrics.forget_map(namespace, name)
             if decision.delete_map and tmap is not None:
-                await self._delete(key)
+                await self._delete(key, tmap)
                 return "deleted"
             return "skipped"
         if isinstance(decision, NotOurs):
@@ -353,12 +327,12 @@ class Controller:
         poll = routed.poll if routed is not None else None
         wanted = home_keys(key, routed)
         keep = set(wanted.values())
-        for home in self._homes_of.get(key, set()) - keep:
+        for home in set(self._homes_of.get(key, ())) - keep:
             observer.remove_home(home)
         if poll is not None and keep:
             for home in keep:
                 observer.set_home(home, home.endpoint, poll)
-            self._homes_of[key] = keep
+            self._homes_of[key] = tuple(keep)
         else:
             self._homes_of.pop(key, None)
         self._metrics.homes.set(len(observer))
@@ -407,7 +381,7 @@ class Controller:
             changed = {k: v for k, v in status.items() if old.get(k) != v}
             await self._patch(key, {"status": changed}, status=True)
 
-    async def _delete(self, key: ServiceKey) -> None:
+    async def _delete(self, key: ServiceKey, tmap: RawObject) -> None:
         assert self._maps is not None
         try:
             await self._client.delete(TrafficMap, key[1], namespace=key[0])
@@ -415,12 +389,20 @@ class Controller:
             if err.status.code != 404:
                 raise
         self._metrics.writes.labels(kind="delete").inc()
-        self._maps.forget(key)
+        meta = tmap.get("metadata") or {}
+        if not meta.get("finalizers"):  # else it stays, terminating, for the publisher to finalize
+            self._maps.forget(key, str(meta.get("resourceVersion") or ""))
         log.info("deleted TrafficMap %s/%s", key[0], key[1])
 
 
 async def _finish_when_cancelled(work: Coroutine[Any, Any, str], grace: float) -> str:
-    """Run `work`; when cancelled, let it finish (for at most `grace` s), then stop."""
+    """Run `work`; when cancelled, let it finish (for at most `grace` s), then stop.
+
+    The task is let go of on the way out: a failed task keeps its error, whose traceback
+    holds this frame, and this frame holding the task would make a cycle that only a full
+    collection frees (the task lived through the reconcile's requests, so the collector
+    has moved it to its oldest generation).
+    """
     task = asyncio.ensure_future(work)
     try:
         return await asyncio.shield(task)
@@ -428,6 +410,8 @@ async def _finish_when_cancelled(work: Coroutine[Any, Any, str], grace: float) -
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await asyncio.wait_for(task, grace)
         raise
+    finally:
+        del task
 
 
 def _raw(obj: Any) -> RawObject:

@@ -72,10 +72,11 @@ from ome_routing.core.publication_status import (
     publisher_status,
 )
 from ome_routing.kube import reconcile
+from ome_routing.kube.caches import SharedCaches
 from ome_routing.kube.controller import WRITE_GRACE_SECONDS, _finish_when_cancelled
 from ome_routing.kube.publisher_inputs import meta, options, owner_problem, source, withdrawn
 from ome_routing.kube.publishing import FIELD_MANAGER, PublishError, Publishing
-from ome_routing.kube.resources import InferenceService, TrafficMap
+from ome_routing.kube.resources import TrafficMap
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
@@ -99,6 +100,7 @@ class Publisher:
         metrics: RoutingMetrics,
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        caches: SharedCaches | None = None,
     ) -> None:
         self._client = client
         self._config = config
@@ -108,18 +110,28 @@ class Publisher:
         self._io = Publishing(client, config.endpoint)
         self._queue: WorkQueue[ObjectKey] = WorkQueue()
         self._retries: dict[ObjectKey, int] = {}
+        #: the TrafficMap and InferenceService caches: shared with the routing controller
+        #: (and run by their owner) or, when none are given, its own (run by `run`)
+        self._caches = caches
+        if caches is not None:
+            self._listen(caches)
         self._maps: Informer | None = None
         self._isvcs: Informer | None = None
         self._claims = ClaimIndex(BUILTIN_PUBLISHER)
         self.synced = asyncio.Event()
 
+    def _listen(self, caches: SharedCaches) -> None:
+        caches.maps.add_handler(self._on_map_event)
+        caches.isvcs.add_handler(self._on_isvc_event)
+
     async def run(self) -> None:
-        self._maps = Informer(self._client, TrafficMap, self._on_map_event, namespaced=True)
-        self._isvcs = Informer(self._client, InferenceService, self._on_isvc_event, namespaced=True)
-        tasks = [
-            asyncio.create_task(self._maps.run(), name="publisher-watch-maps"),
-            asyncio.create_task(self._isvcs.run(), name="publisher-watch-isvcs"),
-        ]
+        caches = self._caches
+        tasks: list[asyncio.Task[None]] = []
+        if caches is None:
+            caches = SharedCaches(self._client)
+            self._listen(caches)
+            tasks.append(asyncio.create_task(caches.run(), name="publisher-watch"))
+        self._maps, self._isvcs = caches.maps, caches.isvcs
         try:
             await asyncio.gather(self._maps.synced.wait(), self._isvcs.synced.wait())
             # as many workers as the routing reconciler has (`maxConcurrentReconciles`): the

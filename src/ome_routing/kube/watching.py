@@ -15,6 +15,13 @@ the placement status); and the keys and short strings of all cached objects are 
 (`compact`), which halves a TrafficMap's size in memory. An informer may be given a
 `transform` of its own instead.
 
+An informer may keep its cache packed (`packing.PackedStore`: each object one bytes
+object, decoded on every read); its objects then skip `compact`, which packing makes moot.
+
+One informer may serve several reconcilers (`add_handler`): the routing controller and
+the publisher share one watch and one cache of each kind they both read, rather than
+holding every map and service twice.
+
 It never raises from `run` except on cancellation; failures are logged and retried
 with a capped backoff.
 """
@@ -23,12 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from sys import intern
 from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.generic_client import ALL_NS
+
+from ome_routing.kube.packing import PackedStore
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +129,8 @@ def cached_routing_view(raw: RawObject) -> RawObject:
 
 #: The views of the kinds whose reconciles read little of them.
 VIEWS: dict[str, Transform] = {"InferenceService": cached_routing_view}
+#: The same, for a packed cache.
+PACKED_VIEWS: dict[str, Transform] = {"InferenceService": routing_view}
 
 
 def _raw(obj: Any) -> RawObject:
@@ -135,21 +146,36 @@ class Informer:
         self,
         client: AsyncClient,
         resource: Any,
-        on_event: OnEvent,
+        on_event: OnEvent | None,
         *,
         namespaced: bool,
         transform: Transform | None = None,
+        packed: bool = False,
     ) -> None:
         self._client = client
         self.kind: str = resource._api_info.resource.kind
         #: what the cache keeps of each object (and the events carry): by default, the
-        #: kind's view (`VIEWS`), or `cached`
-        self._transform = transform if transform is not None else VIEWS.get(self.kind, cached)
+        #: kind's view (`VIEWS`), or `cached`; when packed, the same without `compact`
+        views, default = (PACKED_VIEWS, lean) if packed else (VIEWS, cached)
+        self._transform = transform if transform is not None else views.get(self.kind, default)
+        self._packed = packed
         self._resource = resource
-        self._on_event = on_event
+        self._handlers: list[OnEvent] = [] if on_event is None else [on_event]
+        self._on_event: OnEvent = self._tell
         self._namespaced = namespaced
-        self.cache: dict[ObjectKey, RawObject] = {}
+        self.cache: MutableMapping[ObjectKey, RawObject] = self._store()
         self.synced = asyncio.Event()
+
+    def _store(self) -> MutableMapping[ObjectKey, RawObject]:
+        return PackedStore() if self._packed else {}
+
+    def add_handler(self, on_event: OnEvent) -> None:
+        """Tell `on_event` of every event too; add it before `run`, or it misses the list."""
+        self._handlers.append(on_event)
+
+    def _tell(self, key: ObjectKey, old: RawObject | None, new: RawObject | None) -> None:
+        for handler in self._handlers:
+            handler(key, old, new)
 
     async def run(self) -> None:
         backoff = _BACKOFF_START
@@ -174,7 +200,7 @@ class Informer:
             if self._namespaced
             else self._client.list(self._resource)
         )
-        fresh: dict[ObjectKey, RawObject] = {}
+        fresh = self._store()
         async for obj in listing:
             raw = self._transform(_raw(obj))
             fresh[object_key(raw)] = raw
@@ -214,8 +240,15 @@ class Informer:
         if current is None or _newer(raw, current):
             self.cache[key] = raw
 
-    def forget(self, key: ObjectKey) -> None:
-        self.cache.pop(key, None)
+    def forget(self, key: ObjectKey, version: str) -> None:
+        """Drop an object that this process just deleted, ahead of its watch event.
+
+        Only the `version` it deleted: a newer one already in the cache (the object is
+        terminating, waiting on a finalizer) stays, for the reconcilers that finalize it.
+        """
+        current = self.cache.get(key)
+        if current is not None and _version(current) == version:
+            del self.cache[key]
 
 
 def _version(obj: RawObject) -> str:
