@@ -32,6 +32,7 @@ replaces: before the status line and headers they are "unreachable", after them
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
 from collections.abc import Callable
@@ -138,7 +139,11 @@ class Connection(asyncio.Protocol):
         self._pool = pool
         self.origin = origin
         self._transport: asyncio.Transport | None = None
-        self._parser = httptools.HttpResponseParser(self)
+        # the parser comes with the connection and goes with it (`connection_made`,
+        # `connection_lost`): it holds this protocol for its callbacks, and the two would
+        # make a cycle that only the collector's rare full collection frees; a connection
+        # that never connects never makes one
+        self._parser: httptools.HttpResponseParser
         self._waiter: Waiter | None = None
         self._chunks: list[bytes] = []
         self._limit = 0
@@ -229,6 +234,7 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        self._parser = httptools.HttpResponseParser(self)
 
     def data_received(self, data: bytes) -> None:
         waiter = self._waiter
@@ -265,6 +271,13 @@ class Connection(asyncio.Protocol):
         return False  # close the connection: connection_lost finishes the answer
 
     def connection_lost(self, exc: Exception | None) -> None:
+        try:
+            self._lost(exc)
+        finally:
+            with contextlib.suppress(AttributeError):
+                del self._parser  # the cycle with its callbacks, broken
+
+    def _lost(self, exc: Exception | None) -> None:
         self._transport = None
         self._pool.forget(self)
         waiter = self._waiter
