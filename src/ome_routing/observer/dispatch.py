@@ -21,6 +21,13 @@ from ome_routing.observer.homes import Home, Phase
 from ome_routing.observer.polling import PollClient
 from ome_routing.observer.scheduling import DueQueue
 
+#: How late the schedule may ring for the first home due, so that the homes due within
+#: it go out together, in one turn of the event loop: one timer and one wake-up for
+#: several polls rather than one each (at 10,000 polls/s they fall due about 0.1 ms
+#: apart). It is small against any period (`minPeriod` is at least 1 s by default) and
+#: against the interval lag the benchmarks hold the observer to (100 ms).
+RING_SLACK = 0.002
+
 
 class Dispatcher:
     """The schedule of the homes due, sent within the budget. Use from one event loop."""
@@ -130,13 +137,14 @@ class Dispatcher:
         first = self._queue.first_due()
         if first is None:
             return
+        ring = first + RING_SLACK
         timer = self._timer
         if timer is not None:
-            if self._timer_when <= first:
+            if self._timer_when <= ring:
                 return
             timer.cancel()
-        self._timer = loop.call_at(first, self._ring)
-        self._timer_when = first
+        self._timer = loop.call_at(ring, self._ring)
+        self._timer_when = ring
 
     def _ring(self) -> None:
         self._timer = None
