@@ -19,7 +19,8 @@ import pytest
 
 from ome_routing.observer.failures import Outcome
 from ome_routing.observer.polling import PollClient, PollResult, probe_request, request_for_url
-from ome_routing.observer.transport import Pool, origin_of
+from ome_routing.observer.pool import Pool
+from ome_routing.observer.transport import origin_of
 
 from .conftest import a_report, read_request_head, seconds
 from .test_transport import StartRaw

@@ -17,7 +17,8 @@ from ome_routing import __version__
 from ome_routing.observer.budget import RequestBudget
 from ome_routing.observer.failures import Outcome
 from ome_routing.observer.polling import PollClient, PollResult, request_for_url
-from ome_routing.observer.transport import Pool, origin_of
+from ome_routing.observer.pool import Pool
+from ome_routing.observer.transport import origin_of
 
 from .conftest import ConnectionHandler, a_report, read_request_head, seconds
 

@@ -88,8 +88,26 @@ def test_a_deleted_map_that_is_already_terminating_stays_cached_for_its_finalize
     informer.remember(a_map("5"))
     # the watch showed the deletion's new version (a finalizer holds the map) before the
     # delete call returned: dropping the version that was deleted leaves the newer one
-    informer.remember(a_map("6", deletionTimestamp="2026-01-01T00:00:00Z"))
+    informer.remember(
+        a_map(
+            "6",
+            deletionTimestamp="2026-01-01T00:00:00Z",
+            finalizers=["ome.io/trafficmap-publisher"],
+        )
+    )
     informer.forget(("ns", "svc"), "5")
     assert informer.cache[("ns", "svc")]["metadata"]["resourceVersion"] == "6"
     informer.forget(("ns", "svc"), "6")
+    assert ("ns", "svc") not in informer.cache
+
+
+def test_a_write_that_took_the_last_finalizer_off_a_deleted_map_does_not_bring_it_back() -> None:
+    informer = Informer(cast(AsyncClient, None), TrafficMap, None, namespaced=True)
+    gone = a_map("7", deletionTimestamp="2026-01-01T00:00:00Z", finalizers=[])
+    # its DELETED event came before the write's answer: the cache no longer holds it
+    informer.remember(gone)
+    assert ("ns", "svc") not in informer.cache
+    # or it came after: the version the write replaced is dropped too
+    informer.remember(a_map("6", deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["f"]))
+    informer.remember(gone)
     assert ("ns", "svc") not in informer.cache

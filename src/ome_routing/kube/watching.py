@@ -233,10 +233,21 @@ class Informer:
                 self._on_event(key, previous, raw)
 
     def remember(self, raw: RawObject) -> None:
-        """Put an object that this process just wrote into the cache, ahead of its watch event."""
+        """Put an object that this process just wrote into the cache, ahead of its watch event.
+
+        A write that took the last finalizer off an object being deleted leaves nothing on
+        the API server: it is dropped, never put back. Its DELETED event may already have
+        been seen, and a cache shared by several reconcilers would otherwise keep it for
+        good (a service created again under its name would find it in the way).
+        """
         raw = self._transform(raw)
         key = object_key(raw)
         current = self.cache.get(key)
+        meta = raw.get("metadata") or {}
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            if current is not None and _newer(raw, current):
+                del self.cache[key]
+            return
         if current is None or _newer(raw, current):
             self.cache[key] = raw
 

@@ -30,7 +30,8 @@ from ome_routing.observer import failures
 from ome_routing.observer.budget import RequestBudget
 from ome_routing.observer.deadlines import Deadlines
 from ome_routing.observer.failures import Outcome, PollFailure
-from ome_routing.observer.transport import CLOSED_EARLY, Connection, Pool, StaleConnection
+from ome_routing.observer.pool import Pool
+from ome_routing.observer.transport import CLOSED_EARLY, Connection, StaleConnection
 
 if TYPE_CHECKING:
     from ome_routing.observer.polling import PollRequest

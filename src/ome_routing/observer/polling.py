@@ -38,11 +38,11 @@ from ome_routing.observer.deadlines import Deadlines
 from ome_routing.observer.failures import PollFailure
 from ome_routing.observer.flight import Flight, Sender, failed, out_of_time
 from ome_routing.observer.flight import PollResult as PollResult  # where it used to be
+from ome_routing.observer.pool import Pool
 from ome_routing.observer.transport import (
     CLOSED_EARLY,
     Connection,
     Origin,
-    Pool,
     Resolver,
     StaleConnection,
     origin_of,

@@ -16,13 +16,15 @@ What it keeps of a client's duties:
   the name checked); names are resolved by the given resolver, or by the event loop's
   `getaddrinfo`. No proxy, no credentials, no cookies, no redirects.
 - Requests are written at the end of the event loop's turn, all those of the turn one
-  after the other (`Pool.write`), not each as its poll starts: on loopback, a write to a
+  after the other (`pool.Pool.write`), not each as its poll starts: on loopback, a write to a
   server that sleeps wakes it, which costs the writer more than the rest of the write;
   back to back, the first wakes it and it reads the rest before sleeping again.
 - Connections are kept alive per origin and reused, most recent first, for at most the
   keep-alive time. A reused connection that closes before any byte of the answer came
   (the server dropped it while idle) is retried once on a fresh one for a GET, as Go's
   transport retries a request it may replay.
+
+`observer.pool.Pool` keeps the idle connections and opens new ones.
 
 Failures are `failures.PollFailure`s with the fallback reasons of the aiohttp client it
 replaces: before the status line and headers they are "unreachable", after them
@@ -34,15 +36,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-import ssl
-from collections.abc import Callable
 from ipaddress import ip_address
-from typing import Any, NamedTuple, Protocol, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 import httptools
 
 from ome_routing.observer import failures
 from ome_routing.observer.failures import PollFailure
+
+if TYPE_CHECKING:
+    from ome_routing.observer.pool import Pool
 
 #: The most bytes the status line and headers of an answer may take.
 HEAD_LIMIT = 65536
@@ -365,152 +368,3 @@ class Connection(asyncio.Protocol):
 
 def _malformed() -> PollFailure:
     return failures.unreachable(_MALFORMED)
-
-
-class Pool:
-    """The idle keep-alive connections of one client, by origin, and how new ones open.
-
-    At most `max_idle` connections wait idle; each for at most `keepalive` seconds (a
-    timer that runs while any wait closes the ones past it).
-    """
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        max_idle: int,
-        keepalive: float,
-        resolver: Resolver | None,
-    ) -> None:
-        self.loop = loop
-        self._max_idle = max_idle
-        self._keepalive = keepalive
-        self._resolver = resolver
-        self._idle: dict[Origin, list[Connection]] = {}
-        self._idle_count = 0
-        self._open: set[Connection] = set()
-        self._sweeper: asyncio.TimerHandle | None = None
-        self._tls: ssl.SSLContext | None = None
-        #: the requests of this turn of the event loop, written together at its end
-        self._outgoing: list[tuple[Connection, bytes]] = []
-
-    def write(self, connection: Connection, head: bytes) -> None:
-        """Write a request on `connection` at the end of this turn of the event loop."""
-        outgoing = self._outgoing
-        if not outgoing:
-            self.loop.call_soon(self._flush)
-        outgoing.append((connection, head))
-
-    def _flush(self) -> None:
-        outgoing, self._outgoing = self._outgoing, []
-        for connection, head in outgoing:
-            connection.flush(head)
-
-    def take(self, origin: Origin) -> Connection | None:
-        """An idle connection to `origin` that is still fresh, or None."""
-        idle = self._idle.get(origin)
-        if not idle:
-            return None
-        oldest = self.loop.time() - self._keepalive
-        while idle:
-            connection = idle.pop()
-            self._idle_count -= 1
-            if connection.idle_since > oldest:
-                return connection
-            connection.abort()
-        return None
-
-    def release(self, connection: Connection) -> None:
-        """Keep a connection whose answer was read whole for the next request."""
-        if self._idle_count >= self._max_idle:
-            connection.abort()
-            return
-        connection.reused = True
-        connection.idle_since = self.loop.time()
-        self._idle.setdefault(connection.origin, []).append(connection)
-        self._idle_count += 1
-        if self._sweeper is None:
-            self._sweeper = self.loop.call_later(self._keepalive, self._sweep)
-
-    def forget(self, connection: Connection) -> None:
-        """A connection that is closing: never hand it out again."""
-        self._open.discard(connection)
-        idle = self._idle.get(connection.origin)
-        if idle and connection in idle:
-            idle.remove(connection)
-            self._idle_count -= 1
-
-    def _sweep(self) -> None:
-        self._sweeper = None
-        oldest = self.loop.time() - self._keepalive
-        for origin, idle in list(self._idle.items()):
-            stale = [c for c in idle if c.idle_since <= oldest]
-            for connection in stale:
-                connection.abort()  # its connection_lost forgets it
-            if stale:
-                idle[:] = [c for c in idle if c.idle_since > oldest]
-                self._idle_count -= len(stale)
-            if not idle:
-                del self._idle[origin]
-        if self._idle_count:
-            self._sweeper = self.loop.call_later(self._keepalive, self._sweep)
-
-    async def connect(self, origin: Origin) -> Connection:
-        """A new connection to `origin`, or the `PollFailure` of why none could be made."""
-        port = origin.port
-        hosts = [origin.host] if origin.literal else await self._resolve(origin)
-        context = self._tls_context() if origin.tls else None
-        first: BaseException | None = None
-        for host in hosts:
-            try:
-                _, connection = await self.loop.create_connection(
-                    self._factory(origin),
-                    host,
-                    port,
-                    ssl=context,
-                    server_hostname=origin.host if context is not None else None,
-                )
-            except (OSError, ssl.CertificateError) as err:
-                first = first or err
-                continue
-            self._open.add(connection)
-            return connection
-        assert first is not None
-        raise failures.connect_failure(first)
-
-    def _factory(self, origin: Origin) -> Callable[[], Connection]:
-        return lambda: Connection(self, origin)
-
-    async def _resolve(self, origin: Origin) -> list[str]:
-        try:
-            if self._resolver is None:
-                infos = await self.loop.getaddrinfo(
-                    origin.host, origin.port, type=socket.SOCK_STREAM
-                )
-                hosts = list(dict.fromkeys(str(info[4][0]) for info in infos))
-            else:
-                answers = await self._resolver.resolve(origin.host, origin.port, socket.AF_UNSPEC)
-                hosts = [str(answer["host"]) for answer in answers]
-        except OSError as err:
-            raise failures.resolve_failure(err) from None
-        if not hosts:
-            raise failures.unreachable("no such host")
-        return hosts
-
-    def _tls_context(self) -> ssl.SSLContext:
-        if self._tls is None:
-            self._tls = ssl.create_default_context()
-        return self._tls
-
-    def close(self) -> None:
-        """Close every connection, idle or in use."""
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            self._sweeper = None
-        for idle in self._idle.values():
-            for connection in idle:
-                connection.abort()
-        for connection in list(self._open):
-            connection.abort()
-        self._idle.clear()
-        self._idle_count = 0
-        self._open.clear()
