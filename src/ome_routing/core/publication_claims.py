@@ -27,7 +27,7 @@ the whole fleet; it reports the same first problem, in the maps' key order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from sys import intern
 from typing import Any
@@ -90,9 +90,15 @@ def has_journal_of(status: Mapping[str, Any] | None, publisher: str) -> bool:
 
 def legacy_lifecycle_problem(isvcs: Iterable[Mapping[str, Any]]) -> ClaimProblem | None:
     """Step 1: InferenceServices that still carry the legacy endpoint finalizer."""
-    count = sum(
-        LEGACY_FINALIZER in ((isvc.get("metadata") or {}).get("finalizers") or []) for isvc in isvcs
+    return _legacy_problem(
+        sum(
+            LEGACY_FINALIZER in ((isvc.get("metadata") or {}).get("finalizers") or [])
+            for isvc in isvcs
+        )
     )
+
+
+def _legacy_problem(count: int) -> ClaimProblem | None:
     if not count:
         return None
     return ClaimProblem(
@@ -122,45 +128,6 @@ def own_journal(
     return claims, None
 
 
-def collision_problem(
-    uid: str, claims: Iterable[str], maps: Iterable[Mapping[str, Any]], publisher: str
-) -> ClaimProblem | None:
-    """Step 3: the union of claims against every other map's journal (maps by key order)."""
-    union = sorted(set(claims))
-    if len(union) > MAX_TARGETS:
-        return ClaimProblem(
-            Reason.CLAIM_REJECTED,
-            f"publisher claim union has {len(union)} targets, maximum is {MAX_TARGETS}",
-        )
-    wanted = set(union)
-    for other in sorted(maps, key=_key):  # the API server's list order
-        journal = _journal(other.get("status"))
-        if journal is None or (other.get("metadata") or {}).get("uid") == uid:
-            continue
-        try:
-            theirs = normalize_claims(journal.get("claimedTargets") or [])
-        except InvalidClaims as err:
-            return ClaimProblem(
-                Reason.CLAIM_REJECTED,
-                f"TrafficMap {_key(other)} has an invalid publisher journal: {err}",
-            )
-        name = str(journal.get("publisherName") or "")
-        if theirs and name != publisher:
-            return ClaimProblem(
-                Reason.CLAIM_REJECTED,
-                f"TrafficMap {_key(other)} retains claims for publisher {quote(name)} "
-                f"while publisher {quote(publisher)} is selected",
-            )
-        for claim in theirs:
-            if claim in wanted:
-                return ClaimProblem(
-                    Reason.CLAIM_REJECTED,
-                    f"publisher target {quote(claim)} is already claimed by TrafficMap "
-                    f"{_key(other)}",
-                )
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class _Journal:
     uid: str
@@ -180,6 +147,59 @@ def _summary(obj: Mapping[str, Any]) -> _Journal | None:
     except InvalidClaims as err:
         return _Journal(uid, publisher, (), str(err))
     return _Journal(uid, publisher, claims, None)
+
+
+def _union(claims: Iterable[str]) -> tuple[list[str], ClaimProblem | None]:
+    """The claims to hold, sorted, or the problem of holding too many."""
+    union = sorted(set(claims))
+    if len(union) > MAX_TARGETS:
+        return union, ClaimProblem(
+            Reason.CLAIM_REJECTED,
+            f"publisher claim union has {len(union)} targets, maximum is {MAX_TARGETS}",
+        )
+    return union, None
+
+
+def _other_problem(
+    key: str, other: _Journal, wanted: Collection[str], publisher: str
+) -> ClaimProblem | None:
+    """Another map's journal against the claims wanted, in OME's order of checks."""
+    if other.invalid is not None:
+        return ClaimProblem(
+            Reason.CLAIM_REJECTED,
+            f"TrafficMap {key} has an invalid publisher journal: {other.invalid}",
+        )
+    if other.claims and other.publisher != publisher:
+        return ClaimProblem(
+            Reason.CLAIM_REJECTED,
+            f"TrafficMap {key} retains claims for publisher {quote(other.publisher)} "
+            f"while publisher {quote(publisher)} is selected",
+        )
+    for claim in other.claims:
+        if claim in wanted:
+            return ClaimProblem(
+                Reason.CLAIM_REJECTED,
+                f"publisher target {quote(claim)} is already claimed by TrafficMap {key}",
+            )
+    return None
+
+
+def collision_problem(
+    uid: str, claims: Iterable[str], maps: Iterable[Mapping[str, Any]], publisher: str
+) -> ClaimProblem | None:
+    """Step 3: the union of claims against every other map's journal (maps by key order)."""
+    union, problem = _union(claims)
+    if problem is not None:
+        return problem
+    wanted = set(union)
+    for other in sorted(maps, key=_key):  # the API server's list order
+        journal = _summary(other)
+        if journal is None or journal.uid == uid:
+            continue
+        problem = _other_problem(_key(other), journal, wanted, publisher)
+        if problem is not None:
+            return problem
+    return None
 
 
 class ClaimIndex:
@@ -226,39 +246,21 @@ class ClaimIndex:
             self._legacy.discard(key)
 
     def legacy(self) -> ClaimProblem | None:
-        if not self._legacy:
-            return None
-        return legacy_lifecycle_problem(
-            {"metadata": {"finalizers": [LEGACY_FINALIZER]}} for _ in self._legacy
-        )
+        return _legacy_problem(len(self._legacy))
 
     def collision(self, uid: str, claims: Iterable[str]) -> ClaimProblem | None:
-        union = sorted(set(claims))
-        if len(union) > MAX_TARGETS:
-            return collision_problem(uid, union, (), self._publisher)
+        union, problem = _union(claims)
+        if problem is not None:
+            return problem
         candidates = set(self._odd)
         for claim in union:
             candidates.update(self._holders.get(claim, ()))
+        wanted = set(union)
         for key in sorted(candidates):  # "ns/name", bytewise, as the API server lists
             journal = self._journals[key]
             if journal.uid == uid:
                 continue
-            namespace, _, name = key.partition("/")
-            other = {
-                "metadata": {"namespace": namespace, "name": name, "uid": journal.uid},
-                "status": {
-                    "publisher": {
-                        "publisherName": journal.publisher,
-                        "claimedTargets": list(journal.claims),
-                    }
-                },
-            }
-            if journal.invalid is not None:
-                return ClaimProblem(
-                    Reason.CLAIM_REJECTED,
-                    f"TrafficMap {key} has an invalid publisher journal: {journal.invalid}",
-                )
-            problem = collision_problem(uid, union, [other], self._publisher)
+            problem = _other_problem(key, journal, wanted, self._publisher)
             if problem is not None:
                 return problem
         return None
