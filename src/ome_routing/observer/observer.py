@@ -43,7 +43,6 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from functools import partial
 
 from ome_routing.core.capacity import (
     Verdict,
@@ -54,10 +53,11 @@ from ome_routing.core.capacity import (
 )
 from ome_routing.core.capacity import verdict as verdict_at
 from ome_routing.core.pollrules import CapacityPolicy
+from ome_routing.core.report import Reading
 from ome_routing.observer import failures
 from ome_routing.observer.dispatch import Dispatcher
 from ome_routing.observer.failures import Outcome, PollFailure
-from ome_routing.observer.flight import Flight, PollResult
+from ome_routing.observer.flight import TaggedFlight
 from ome_routing.observer.homes import (
     NOT_SUBMITTED,
     Clock,
@@ -72,6 +72,7 @@ from ome_routing.observer.homes import (
     window_settings,
 )
 from ome_routing.observer.polling import PollClient, PollRequest
+from ome_routing.observer.rejudging import Rejudging
 from ome_routing.observer.scheduling import advance, first_offset
 from ome_routing.observer.stats import NoStats as NoStats
 from ome_routing.observer.stats import PollCounts as PollCounts
@@ -109,6 +110,7 @@ class Observer(Dispatcher):
         self._stats: PollStats = stats if stats is not None else NoStats()
         self._homes: dict[HomeKey, Home] = {}
         self._sender = client.sender
+        self._rejudging = Rejudging(self._woken)
 
     # --- the homes --------------------------------------------------------------
 
@@ -190,6 +192,7 @@ class Observer(Dispatcher):
             home.verdict = Verdict(None, reason)
             home.change = None
         self._stop_dispatching()
+        self._rejudging.clear()
         await self._drain()
 
     async def _drain(self) -> None:
@@ -253,7 +256,6 @@ class Observer(Dispatcher):
 
     def _fly(self, home: Home, now: float) -> None:
         """Send a due home's poll (a slot is held for it)."""
-        cancel_wake(home)
         policy = home.policy
         request = home.request
         assert not isinstance(request, PollFailure)
@@ -261,18 +263,25 @@ class Observer(Dispatcher):
         # the next deadline advances as the poll goes out: the first period boundary
         # after now, counted from the deadline this poll was due at
         home.following = advance(home.due, now, policy.period.seconds)
-        flight = Flight(self._sender, request, policy.timeout, partial(self._landed, home))
+        flight = TaggedFlight(self._sender, request, policy.timeout, self, home)
         home.flight = flight
         self._flying += 1
         flight.launch()
 
-    def _landed(self, home: Home, result: PollResult) -> None:
+    def _landed(
+        self,
+        home: Home,
+        outcome: Outcome,
+        reading: Reading | None,
+        reason: str | None,
+        latency: float,
+    ) -> None:
         """A poll ended (its slot is free): record it, and poll the next due home."""
         self._flying -= 1
         home.flight = None
         if not home.retired:
             try:
-                self._record(home, result)
+                self._record(home, outcome, reading, reason, latency)
             except Exception:
                 # a fault of the observer's own (or of `on_change`) costs one poll: the
                 # home keeps its schedule
@@ -287,19 +296,24 @@ class Observer(Dispatcher):
             # called from a connection's answer: a fault here must not close it
             log.exception("capacity polls: the schedule failed to send the next due poll")
 
-    def _record(self, home: Home, result: PollResult) -> None:
+    def _record(
+        self,
+        home: Home,
+        outcome: Outcome,
+        reading: Reading | None,
+        reason: str | None,
+        latency: float,
+    ) -> None:
         """Record a poll's outcome, judge the home and schedule its next poll."""
         due = home.due  # the deadline this poll was due at, until `_schedule` below
         now = self._clock()
-        if result.reading is not None:
-            home.window = record_reading(home.window, result.reading, now)
-            outcome = result.outcome
+        if reading is not None:
+            home.window = record_reading(home.window, reading, now)
             if home.window.failure is not None:
                 outcome = Outcome.STALE if home.window.stale else Outcome.FUTURE
         else:
-            assert result.reason is not None
-            home.window = record_failure(home.window, result.reason)
-            outcome = result.outcome
+            assert reason is not None
+            home.window = record_failure(home.window, reason)
         loop = self._loop
         assert loop is not None
         at = loop.time()
@@ -314,9 +328,7 @@ class Observer(Dispatcher):
         # (due again at once) in the order they finished
         self._schedule(home, following, home.policy.period.seconds if waits else _LATE)
         # waited: from when the poll was due until its request went out
-        self._stats.poll_finished(
-            PollEvent(home.key, outcome, due, home.picked - due, result.latency)
-        )
+        self._stats.poll_finished(PollEvent(home.key, outcome, due, home.picked - due, latency))
 
     def _set_wake(self, home: Home, now: datetime, at: float, due: float) -> None:
         """Judge the home again when a reading ages out, if that comes before `due`."""
@@ -324,13 +336,12 @@ class Observer(Dispatcher):
         # never spin: a moment already past is judged after a millisecond
         wake = at + max((home.change - now).total_seconds(), 0.001)
         if wake < due:
-            loop = asyncio.get_running_loop()
-            home.wake = loop.call_at(wake, self._woken, home)
+            loop = self._loop
+            assert loop is not None
+            self._rejudging.add(loop, home, wake)
 
     def _woken(self, home: Home) -> None:
-        home.wake = None
-        if home.retired or home.flight is not None:
-            return
+        """A moment of `_set_wake` came, with no poll of the home since (`Rejudging`)."""
         now = self._clock()
         self._judge(home, now)
         if home.change is not None:
