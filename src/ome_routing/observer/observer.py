@@ -48,8 +48,8 @@ from ome_routing.core.capacity import (
     Verdict,
     empty_window,
     judge,
+    record_and_judge,
     record_failure,
-    record_reading,
 )
 from ome_routing.core.capacity import verdict as verdict_at
 from ome_routing.core.pollrules import CapacityPolicy
@@ -242,11 +242,12 @@ class Observer(Dispatcher):
             self._flying -= 1
             self._kick()
 
-    def _judge(self, home: Home, now: datetime, *, with_change: bool = True) -> None:
-        if with_change:
-            judged, home.change = judge(home.window, now)
-        else:
-            judged, home.change = verdict_at(home.window, now), None
+    def _judge(self, home: Home, now: datetime) -> None:
+        judged, home.change = judge(home.window, now)
+        self._held(home, judged)
+
+    def _held(self, home: Home, judged: Verdict) -> None:
+        """The home's verdict is `judged` now: report a change."""
         held = home.verdict
         # field by field: the dataclass's `!=` costs more, once per poll
         if judged.ceiling != held.ceiling or judged.fallback_reason != held.fallback_reason:
@@ -308,12 +309,14 @@ class Observer(Dispatcher):
         due = home.due  # the deadline this poll was due at, until `_schedule` below
         now = self._clock()
         if reading is not None:
-            home.window = record_reading(home.window, reading, now)
-            if home.window.failure is not None:
-                outcome = Outcome.STALE if home.window.stale else Outcome.FUTURE
+            window, judged, change = record_and_judge(home.window, reading, now)
+            if window.failure is not None:
+                outcome = Outcome.STALE if window.stale else Outcome.FUTURE
         else:
             assert reason is not None
-            home.window = record_failure(home.window, reason)
+            window = record_failure(home.window, reason)
+            judged, change = judge(window, now)
+        home.window = window
         loop = self._loop
         assert loop is not None
         at = loop.time()
@@ -321,8 +324,9 @@ class Observer(Dispatcher):
         # when a reading will age out matters only to a home that waits for its next
         # poll; one that is due again at once (the budget is saturated) is judged then
         waits = at < following
-        self._judge(home, now, with_change=waits)
-        if waits and home.change is not None:
+        home.change = change if waits else None
+        self._held(home, judged)
+        if waits and change is not None:
             self._set_wake(home, now, at, following)
         # the homes of one period come back in the order they were due; late ones
         # (due again at once) in the order they finished
