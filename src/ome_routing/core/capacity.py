@@ -239,7 +239,7 @@ def _first(settings: WindowSettings, reading: Reading, now: datetime) -> Window 
     except OverflowError:  # before year 1
         return None
     if cutoff < reading.observed_at <= now:
-        return Window(settings, (reading,), ordered=True, ranked=(reading.servable,))
+        return Window(settings, (reading,), None, False, True, (reading.servable,))
     return None
 
 
@@ -273,7 +273,8 @@ def _steady(window: Window, reading: Reading, now: datetime) -> Window | None:
         ranked = _reranked(ranked, (), reading.servable)
     elif oldest.servable != reading.servable:
         ranked = _reranked(ranked, (oldest,), reading.servable)
-    return Window(settings, kept, ordered=True, ranked=ranked)
+    # by position: a dataclass's keyword arguments cost more, on every poll
+    return Window(settings, kept, None, False, True, ranked)
 
 
 def _reranked(ranked: tuple[int, ...], gone: Sequence[Reading], added: int) -> tuple[int, ...]:
@@ -287,7 +288,7 @@ def _reranked(ranked: tuple[int, ...], gone: Sequence[Reading], added: int) -> t
 
 def record_failure(window: Window, reason: str) -> Window:
     """A failed poll: the window forgets every reading and shows the reason."""
-    return Window(window.settings, failure=reason)
+    return Window(window.settings, (), reason)
 
 
 def state(window: Window, now: datetime) -> WindowState:
