@@ -110,7 +110,16 @@ class ReportCache:
 class Sender:
     """What every poll of one client shares: the loop, connections, limits and budget."""
 
-    __slots__ = ("budget", "closing", "deadlines", "limit", "loop", "pool", "reports", "tasks")
+    __slots__ = (
+        "budget",
+        "closing",
+        "deadlines",
+        "limit",
+        "loop",
+        "pool",
+        "reports",
+        "tasks",
+    )
 
     def __init__(
         self,
@@ -324,7 +333,16 @@ class TaggedFlight(Flight):
         landing: Landing,
         tag: Any,
     ) -> None:
-        Flight.__init__(self, sender, request, timeout, _no_result)
+        # Flight's fields set here rather than through its `__init__`: one call less a poll
+        self._sender = sender
+        self._request = request
+        self._timeout = timeout
+        self._on_result = _no_result
+        self._waited = 0.0
+        self._start = self.when = 0.0
+        self._armed = self._over = self._retried = False
+        self._connection = None
+        self._connecting = None
         self._landing = landing
         self._tag = tag
 
