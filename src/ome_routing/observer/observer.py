@@ -20,9 +20,10 @@ first, as long as the budget has a free slot: a home that is due while every slo
 held waits there, and that wait counts as its wait for a slot. A poll runs as callbacks
 (`flight`), not as a task: when one ends, the next due home takes its slot in the same
 turn of the event loop; one timer, for the first home due, wakes the schedule when
-nothing is. Between polls a timer judges a home again when its window says the verdict
-can change (a reading reaching `maxAge`). Readings and failures go to the core's window
-functions, with the wall clock from the one injected `clock`; the observer never
+nothing is. Between polls, one timer for every home (`rejudging`) judges a home again
+when its window says the verdict can change (a reading reaching `maxAge`). Readings and
+failures go to the core's window functions (the usual reading recorded and judged in
+one step), with the wall clock from the one injected `clock`; the observer never
 computes weights. A home that changes or goes while its poll is underway has that poll
 cancelled, and its slot goes to the next due home.
 
