@@ -93,6 +93,8 @@ WORKER_NAME = "capacity poller"
 
 OnChange = Callable[[HomeKey, Verdict], None]
 
+_new_event = tuple.__new__
+
 
 class Observer(Dispatcher):
     """Polls every home it holds and keeps each home's window. Use from one event loop."""
@@ -264,7 +266,8 @@ class Observer(Dispatcher):
         home.picked = now
         # the next deadline advances as the poll goes out: the first period boundary
         # after now, counted from the deadline this poll was due at
-        home.following = advance(home.due, now, policy.period.seconds)
+        due = home.due
+        home.following = due if due > now else advance(due, now, policy.period.seconds)
         flight = TaggedFlight(self._sender, request, policy.timeout, self, home)
         home.flight = flight
         self._flying += 1
@@ -333,7 +336,9 @@ class Observer(Dispatcher):
         # (due again at once) in the order they finished
         self._schedule(home, following, home.policy.period.seconds if waits else _LATE)
         # waited: from when the poll was due until its request went out
-        self._stats.poll_finished(PollEvent(home.key, outcome, due, home.picked - due, latency))
+        # made as a tuple: a named tuple's own `__new__` is one more Python call a poll
+        event = _new_event(PollEvent, (home.key, outcome, due, home.picked - due, latency))
+        self._stats.poll_finished(event)
 
     def _set_wake(self, home: Home, now: datetime, at: float, due: float) -> None:
         """Judge the home again when a reading ages out, if that comes before `due`."""
