@@ -252,11 +252,26 @@ async def run_phase(args: argparse.Namespace, endpoint: str) -> dict[str, object
 
 
 def start_phase(endpoint: str, name: str, *extra: str) -> subprocess.Popen[str]:
-    """Start a phase in a fresh process, with the same options, on the same CPU."""
+    """Start a phase in a fresh process, with the same options, on the same CPU.
+
+    `against` is the observer's phase (c) run on the source tree of `--against`.
+    """
+    env = None
+    if name == "against":
+        name = "saturate"
+        source = str(Path(AGAINST[0], "src").resolve())
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])),
+        }
     command = [sys.executable, __file__, *sys.argv[1:], "--phase", name, "--endpoint", endpoint]
     return subprocess.Popen(
-        [*command, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*command, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
+
+
+#: the source tree of `--against`, if given
+AGAINST: list[str] = []
 
 
 def figures_of(name: str, child: subprocess.Popen[str]) -> dict[str, Any]:
@@ -281,6 +296,10 @@ def phases_together(endpoint: str, names: list[str]) -> dict[str, dict[str, Any]
 def report(args: argparse.Namespace, endpoint: str, wrk_rate: float) -> None:
     references = [name for name in ("bare", "minimal") if name in args.references]
     names = [*references, "saturate"]
+    if args.against:
+        AGAINST.append(args.against)
+        names.append("against")
+    against_ratios: list[float] = []
     ratios: dict[str, list[float]] = {name: [] for name in references}
     cpu_ratios: dict[str, list[float]] = {name: [] for name in references}
     for round_ in range(1, args.rounds + 1):
@@ -309,6 +328,16 @@ def report(args: argparse.Namespace, endpoint: str, wrk_rate: float) -> None:
                 f"CPU per poll (c)/{SHORT[name]} = {cpu_ratios[name][-1]:.2f}"
             )
         print("    " + "   ".join(line))
+        if args.against:
+            other = figures["against"]
+            against_ratios.append(observed["cpu"] / other["cpu"])
+            line = [
+                f"(c) on {args.against}: {other['rate']:9.0f} polls/s  ({other['cpu']:.3f} CPU s per 1,000)"
+            ]
+            if "minimal" in figures:
+                line.append(f"CPU per poll /(e) = {other['cpu'] / figures['minimal']['cpu']:.2f}")
+            line.append(f"CPU per poll (c) / this = {against_ratios[-1]:.2f}")
+            print("    " + "   ".join(line))
     if args.rounds > 1:
         for name in references:
             print(
@@ -318,6 +347,12 @@ def report(args: argparse.Namespace, endpoint: str, wrk_rate: float) -> None:
                 f"{statistics.median(cpu_ratios[name]):.2f} (min {min(cpu_ratios[name]):.2f}, "
                 f"max {max(cpu_ratios[name]):.2f})"
             )
+    if args.against and args.rounds > 1:
+        print(
+            f"    over {args.rounds} rounds: CPU per poll (c) / (c) on {args.against} median "
+            f"{statistics.median(against_ratios):.2f} (min {min(against_ratios):.2f}, "
+            f"max {max(against_ratios):.2f})"
+        )
     lagged = phase(endpoint, "lag")
     lags: list[float] = lagged["lags"]
     print(
@@ -395,6 +430,12 @@ def main() -> None:
         default="bare,minimal",
         help="the reference clients each round runs beside the observer: bare (aiohttp), "
         "minimal (asyncio.Protocol + httptools), comma-separated",
+    )
+    parser.add_argument(
+        "--against",
+        metavar="TREE",
+        help="also run (c) in each round, at the same time, on the source tree TREE (its "
+        "src/ first on PYTHONPATH): an A/B of two versions of the observer in the same seconds",
     )
     # the parent runs each phase in a child process of its own with these
     parser.add_argument("--start-at", type=float, help=argparse.SUPPRESS)

@@ -20,7 +20,9 @@ from ome_routing.core.capacity import (
     awaiting_quorum_reason,
     empty_window,
     expired_reason,
+    judge,
     next_change,
+    record_and_judge,
     record_failure,
     record_reading,
     state,
@@ -235,6 +237,25 @@ def test_what_a_window_keeps_to_save_work_never_changes_what_it_says(
     )
     assert after == after_plain
     assert verdict(after, at) == verdict(after_plain, at)
+
+
+@given(window_settings, polls)
+@settings(max_examples=EXAMPLES)
+def test_recording_and_judging_in_one_step_says_what_the_two_steps_say(
+    config: WindowSettings, history: list[Poll]
+) -> None:
+    window, now = empty_window(config), T0
+    for poll in history:
+        now += timedelta(milliseconds=poll.gap_ms)
+        if poll.servable is None:
+            window = record_failure(window, "capacity endpoint returned HTTP 503")
+            continue
+        reading = Reading(poll.servable, now - timedelta(milliseconds=poll.lag_ms))
+        expected = record_reading(window, reading, now)
+        window, judged, change = record_and_judge(window, reading, now)
+        assert window == expected
+        assert (window.ordered, window.ranked) == (expected.ordered, expected.ranked)
+        assert (judged, change) == judge(expected, now)
 
 
 def test_a_steady_reporter_keeps_the_window_ordered_and_ranked() -> None:

@@ -239,7 +239,7 @@ def _first(settings: WindowSettings, reading: Reading, now: datetime) -> Window 
     except OverflowError:  # before year 1
         return None
     if cutoff < reading.observed_at <= now:
-        return Window(settings, (reading,), ordered=True, ranked=(reading.servable,))
+        return Window(settings, (reading,), None, False, True, (reading.servable,))
     return None
 
 
@@ -273,7 +273,8 @@ def _steady(window: Window, reading: Reading, now: datetime) -> Window | None:
         ranked = _reranked(ranked, (), reading.servable)
     elif oldest.servable != reading.servable:
         ranked = _reranked(ranked, (oldest,), reading.servable)
-    return Window(settings, kept, ordered=True, ranked=ranked)
+    # by position: a dataclass's keyword arguments cost more, on every poll
+    return Window(settings, kept, None, False, True, ranked)
 
 
 def _reranked(ranked: tuple[int, ...], gone: Sequence[Reading], added: int) -> tuple[int, ...]:
@@ -287,7 +288,7 @@ def _reranked(ranked: tuple[int, ...], gone: Sequence[Reading], added: int) -> t
 
 def record_failure(window: Window, reason: str) -> Window:
     """A failed poll: the window forgets every reading and shows the reason."""
-    return Window(window.settings, failure=reason)
+    return Window(window.settings, (), reason)
 
 
 def state(window: Window, now: datetime) -> WindowState:
@@ -355,6 +356,10 @@ def _verdict(window: Window, window_state: WindowState, fresh: Sequence[Reading]
         return _USABLE[ceiling] if ceiling < 256 else Verdict(ceiling, None)
     reason = fallback_reason(window_state, window, len(fresh))
     assert reason is not None
+    return _fallback(reason)
+
+
+def _fallback(reason: str) -> Verdict:
     held = _FALLBACKS.get(reason)
     if held is None:
         if len(_FALLBACKS) >= 1024:
@@ -382,6 +387,48 @@ def judge(window: Window, now: datetime) -> tuple[Verdict, datetime | None]:
     judged = _verdict(window, window_state, fresh)
     ceiling = judged.ceiling if judged.ceiling is not None else 0
     return judged, _next_change(window, window_state, fresh, ceiling)
+
+
+def record_and_judge(
+    window: Window, reading: Reading, now: datetime
+) -> tuple[Window, Verdict, datetime | None]:
+    """`record_reading`, then `judge` at the same `now`, in one step for the usual poll.
+
+    A reading that joins a window in order (`_first`, `_steady`) leaves only fresh
+    readings in it, with their counts ranked: the verdict and its next change follow
+    from the window alone, without looking for aged readings again.
+    """
+    readings = window.readings
+    if not readings:
+        recorded = _first(window.settings, reading, now)
+    elif window.ordered and readings[-1].observed_at <= reading.observed_at <= now:
+        recorded = _steady(window, reading, now)
+    else:
+        recorded = None
+    if recorded is None or recorded.failure is not None:
+        if recorded is None:
+            recorded = record_reading(window, reading, now)
+        return (recorded, *judge(recorded, now))
+    kept, ranked = recorded.readings, recorded.ranked
+    assert ranked is not None
+    settings = recorded.settings
+    quorum = settings.quorum
+    count = len(kept)
+    try:
+        if count < quorum:
+            judged = _fallback(awaiting_quorum_reason(count, quorum))
+            return recorded, judged, kept[0].observed_at + settings.max_age_span
+        ceiling = ranked[quorum - 1]
+        judged = _USABLE[ceiling] if ceiling < 256 else Verdict(ceiling, None)
+        # as `_next_change`: a quorum lost, or the oldest reading at or below the ceiling
+        moment = kept[count - quorum].observed_at
+        for kept_reading in kept:
+            if kept_reading.servable <= ceiling:
+                moment = min(moment, kept_reading.observed_at)
+                break
+        return recorded, judged, moment + settings.max_age_span
+    except OverflowError:  # past year 9999: never, in practice
+        return recorded, judged, None
 
 
 def _next_change(

@@ -54,12 +54,8 @@ class Deadlines:
             if task is None:
                 raise RuntimeError("a time limit must be used inside a task")
         limit = Limit(task, when)
-        self._add(limit)
+        self.add(limit)
         return limit
-
-    def add(self, limit: Expiring) -> None:
-        """Call `limit.expire()` at `limit.when` unless `drop` comes first."""
-        self._add(limit)
 
     def drop(self, limit: Expiring) -> None:
         """Take a limit of `add` off (it may have expired already)."""
@@ -81,7 +77,8 @@ class Deadlines:
             self._timer.cancel()
             self._timer = None
 
-    def _add(self, limit: Expiring) -> None:
+    def add(self, limit: Expiring) -> None:
+        """Call `limit.expire()` at `limit.when` unless `drop` comes first."""
         self._underway.add(limit)
         timer = self._timer
         if timer is None or limit.when < self._timer_when:

@@ -89,9 +89,10 @@ class Dispatcher:
         assert loop is not None
         budget = self._client.budget
         self._pumping = True
+        # one moment for the turn: the polls it sends go out together at its end
+        now = loop.time()
         try:
             while True:
-                now = loop.time()
                 if not budget.try_acquire():
                     # a poll of the observer's that ends pumps again: no place in line
                     if self._flying and not budget.waiting:

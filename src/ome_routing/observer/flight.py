@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ome_routing.core.durations import Duration
 from ome_routing.core.report import Reading, ReportError, parse_report
@@ -73,6 +73,19 @@ def failed(failure: PollFailure, waited: float, latency: float) -> PollResult:
     return PollResult(failure.outcome, None, failure.reason, waited, latency)
 
 
+class Landing(Protocol):
+    """Who takes a poll's result apart, with what it polled for (`TaggedFlight`)."""
+
+    def _landed(
+        self,
+        tag: Any,
+        outcome: Outcome,
+        reading: Reading | None,
+        reason: str | None,
+        latency: float,
+    ) -> None: ...
+
+
 class ReportCache:
     """The readings of recent short bodies, by their bytes."""
 
@@ -97,7 +110,16 @@ class ReportCache:
 class Sender:
     """What every poll of one client shares: the loop, connections, limits and budget."""
 
-    __slots__ = ("budget", "closing", "deadlines", "limit", "loop", "pool", "reports", "tasks")
+    __slots__ = (
+        "budget",
+        "closing",
+        "deadlines",
+        "limit",
+        "loop",
+        "pool",
+        "reports",
+        "tasks",
+    )
 
     def __init__(
         self,
@@ -169,7 +191,8 @@ class Flight:
         """Send the request (the caller holds a slot of the budget for it)."""
         sender = self._sender
         if sender.closing:
-            self._end(failed(failures.not_submitted("observer is stopping"), self._waited, 0.0))
+            failure = failures.not_submitted("observer is stopping")
+            self._end(failure.outcome, None, failure.reason, 0.0)
             return
         # the timeout's start is now, when the request goes out
         self._start = start = sender.loop.time()
@@ -208,10 +231,9 @@ class Flight:
         try:
             reading = sender.reports.read(result)
         except ReportError as err:
-            failure = PollFailure(Outcome.INVALID_REPORT, err.reason)
-            self._end(failed(failure, self._waited, latency))
+            self._end(Outcome.INVALID_REPORT, None, err.reason, latency)
             return
-        self._end(PollResult(Outcome.OK, reading, None, self._waited, latency))
+        self._end(Outcome.OK, reading, None, latency)
 
     def set_exception(self, exception: BaseException, /) -> None:
         if self._over:
@@ -270,13 +292,61 @@ class Flight:
 
     def _fail(self, failure: PollFailure) -> None:
         latency = self._sender.loop.time() - self._start
-        self._end(failed(failure, self._waited, latency))
+        self._end(failure.outcome, None, failure.reason, latency)
 
-    def _end(self, result: PollResult) -> None:
+    def _end(
+        self, outcome: Outcome, reading: Reading | None, reason: str | None, latency: float
+    ) -> None:
         self._over = True
         self._connection = None
         sender = self._sender
         if self._armed:
             sender.deadlines.drop(self)
         sender.budget.release()
-        self._on_result(result)
+        self._land(outcome, reading, reason, latency)
+
+    def _land(
+        self, outcome: Outcome, reading: Reading | None, reason: str | None, latency: float
+    ) -> None:
+        """Hand the result over (the slot is free); a subclass may take it apart instead."""
+        self._on_result(PollResult(outcome, reading, reason, self._waited, latency))
+
+
+def _no_result(result: PollResult) -> None:
+    return None
+
+
+class TaggedFlight(Flight):
+    """A poll whose result goes to `landing._landed(tag, ...)`, field by field.
+
+    The observer's: one poll a home a period, so no `PollResult` and no bound callback
+    are made for it; `tag` is the home.
+    """
+
+    __slots__ = ("_landing", "_tag")
+
+    def __init__(
+        self,
+        sender: Sender,
+        request: PollRequest,
+        timeout: Duration,
+        landing: Landing,
+        tag: Any,
+    ) -> None:
+        # Flight's fields set here rather than through its `__init__`: one call less a poll
+        self._sender = sender
+        self._request = request
+        self._timeout = timeout
+        self._on_result = _no_result
+        self._waited = 0.0
+        self._start = self.when = 0.0
+        self._armed = self._over = self._retried = False
+        self._connection = None
+        self._connecting = None
+        self._landing = landing
+        self._tag = tag
+
+    def _land(
+        self, outcome: Outcome, reading: Reading | None, reason: str | None, latency: float
+    ) -> None:
+        self._landing._landed(self._tag, outcome, reading, reason, latency)

@@ -20,9 +20,10 @@ first, as long as the budget has a free slot: a home that is due while every slo
 held waits there, and that wait counts as its wait for a slot. A poll runs as callbacks
 (`flight`), not as a task: when one ends, the next due home takes its slot in the same
 turn of the event loop; one timer, for the first home due, wakes the schedule when
-nothing is. Between polls a timer judges a home again when its window says the verdict
-can change (a reading reaching `maxAge`). Readings and failures go to the core's window
-functions, with the wall clock from the one injected `clock`; the observer never
+nothing is. Between polls, one timer for every home (`rejudging`) judges a home again
+when its window says the verdict can change (a reading reaching `maxAge`). Readings and
+failures go to the core's window functions (the usual reading recorded and judged in
+one step), with the wall clock from the one injected `clock`; the observer never
 computes weights. A home that changes or goes while its poll is underway has that poll
 cancelled, and its slot goes to the next due home.
 
@@ -43,21 +44,21 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from functools import partial
 
 from ome_routing.core.capacity import (
     Verdict,
     empty_window,
     judge,
+    record_and_judge,
     record_failure,
-    record_reading,
 )
 from ome_routing.core.capacity import verdict as verdict_at
 from ome_routing.core.pollrules import CapacityPolicy
+from ome_routing.core.report import Reading
 from ome_routing.observer import failures
 from ome_routing.observer.dispatch import Dispatcher
 from ome_routing.observer.failures import Outcome, PollFailure
-from ome_routing.observer.flight import Flight, PollResult
+from ome_routing.observer.flight import TaggedFlight
 from ome_routing.observer.homes import (
     NOT_SUBMITTED,
     Clock,
@@ -72,6 +73,7 @@ from ome_routing.observer.homes import (
     window_settings,
 )
 from ome_routing.observer.polling import PollClient, PollRequest
+from ome_routing.observer.rejudging import Rejudging
 from ome_routing.observer.scheduling import advance, first_offset
 from ome_routing.observer.stats import NoStats as NoStats
 from ome_routing.observer.stats import PollCounts as PollCounts
@@ -91,6 +93,8 @@ WORKER_NAME = "capacity poller"
 
 OnChange = Callable[[HomeKey, Verdict], None]
 
+_new_event = tuple.__new__
+
 
 class Observer(Dispatcher):
     """Polls every home it holds and keeps each home's window. Use from one event loop."""
@@ -109,6 +113,7 @@ class Observer(Dispatcher):
         self._stats: PollStats = stats if stats is not None else NoStats()
         self._homes: dict[HomeKey, Home] = {}
         self._sender = client.sender
+        self._rejudging = Rejudging(self._woken)
 
     # --- the homes --------------------------------------------------------------
 
@@ -190,6 +195,7 @@ class Observer(Dispatcher):
             home.verdict = Verdict(None, reason)
             home.change = None
         self._stop_dispatching()
+        self._rejudging.clear()
         await self._drain()
 
     async def _drain(self) -> None:
@@ -239,11 +245,12 @@ class Observer(Dispatcher):
             self._flying -= 1
             self._kick()
 
-    def _judge(self, home: Home, now: datetime, *, with_change: bool = True) -> None:
-        if with_change:
-            judged, home.change = judge(home.window, now)
-        else:
-            judged, home.change = verdict_at(home.window, now), None
+    def _judge(self, home: Home, now: datetime) -> None:
+        judged, home.change = judge(home.window, now)
+        self._held(home, judged)
+
+    def _held(self, home: Home, judged: Verdict) -> None:
+        """The home's verdict is `judged` now: report a change."""
         held = home.verdict
         # field by field: the dataclass's `!=` costs more, once per poll
         if judged.ceiling != held.ceiling or judged.fallback_reason != held.fallback_reason:
@@ -253,26 +260,33 @@ class Observer(Dispatcher):
 
     def _fly(self, home: Home, now: float) -> None:
         """Send a due home's poll (a slot is held for it)."""
-        cancel_wake(home)
         policy = home.policy
         request = home.request
         assert not isinstance(request, PollFailure)
         home.picked = now
         # the next deadline advances as the poll goes out: the first period boundary
         # after now, counted from the deadline this poll was due at
-        home.following = advance(home.due, now, policy.period.seconds)
-        flight = Flight(self._sender, request, policy.timeout, partial(self._landed, home))
+        due = home.due
+        home.following = due if due > now else advance(due, now, policy.period.seconds)
+        flight = TaggedFlight(self._sender, request, policy.timeout, self, home)
         home.flight = flight
         self._flying += 1
         flight.launch()
 
-    def _landed(self, home: Home, result: PollResult) -> None:
+    def _landed(
+        self,
+        home: Home,
+        outcome: Outcome,
+        reading: Reading | None,
+        reason: str | None,
+        latency: float,
+    ) -> None:
         """A poll ended (its slot is free): record it, and poll the next due home."""
         self._flying -= 1
         home.flight = None
         if not home.retired:
             try:
-                self._record(home, result)
+                self._record(home, outcome, reading, reason, latency)
             except Exception:
                 # a fault of the observer's own (or of `on_change`) costs one poll: the
                 # home keeps its schedule
@@ -287,19 +301,26 @@ class Observer(Dispatcher):
             # called from a connection's answer: a fault here must not close it
             log.exception("capacity polls: the schedule failed to send the next due poll")
 
-    def _record(self, home: Home, result: PollResult) -> None:
+    def _record(
+        self,
+        home: Home,
+        outcome: Outcome,
+        reading: Reading | None,
+        reason: str | None,
+        latency: float,
+    ) -> None:
         """Record a poll's outcome, judge the home and schedule its next poll."""
         due = home.due  # the deadline this poll was due at, until `_schedule` below
         now = self._clock()
-        if result.reading is not None:
-            home.window = record_reading(home.window, result.reading, now)
-            outcome = result.outcome
-            if home.window.failure is not None:
-                outcome = Outcome.STALE if home.window.stale else Outcome.FUTURE
+        if reading is not None:
+            window, judged, change = record_and_judge(home.window, reading, now)
+            if window.failure is not None:
+                outcome = Outcome.STALE if window.stale else Outcome.FUTURE
         else:
-            assert result.reason is not None
-            home.window = record_failure(home.window, result.reason)
-            outcome = result.outcome
+            assert reason is not None
+            window = record_failure(home.window, reason)
+            judged, change = judge(window, now)
+        home.window = window
         loop = self._loop
         assert loop is not None
         at = loop.time()
@@ -307,16 +328,17 @@ class Observer(Dispatcher):
         # when a reading will age out matters only to a home that waits for its next
         # poll; one that is due again at once (the budget is saturated) is judged then
         waits = at < following
-        self._judge(home, now, with_change=waits)
-        if waits and home.change is not None:
+        home.change = change if waits else None
+        self._held(home, judged)
+        if waits and change is not None:
             self._set_wake(home, now, at, following)
         # the homes of one period come back in the order they were due; late ones
         # (due again at once) in the order they finished
         self._schedule(home, following, home.policy.period.seconds if waits else _LATE)
         # waited: from when the poll was due until its request went out
-        self._stats.poll_finished(
-            PollEvent(home.key, outcome, due, home.picked - due, result.latency)
-        )
+        # made as a tuple: a named tuple's own `__new__` is one more Python call a poll
+        event = _new_event(PollEvent, (home.key, outcome, due, home.picked - due, latency))
+        self._stats.poll_finished(event)
 
     def _set_wake(self, home: Home, now: datetime, at: float, due: float) -> None:
         """Judge the home again when a reading ages out, if that comes before `due`."""
@@ -324,13 +346,12 @@ class Observer(Dispatcher):
         # never spin: a moment already past is judged after a millisecond
         wake = at + max((home.change - now).total_seconds(), 0.001)
         if wake < due:
-            loop = asyncio.get_running_loop()
-            home.wake = loop.call_at(wake, self._woken, home)
+            loop = self._loop
+            assert loop is not None
+            self._rejudging.add(loop, home, wake)
 
     def _woken(self, home: Home) -> None:
-        home.wake = None
-        if home.retired or home.flight is not None:
-            return
+        """A moment of `_set_wake` came, with no poll of the home since (`Rejudging`)."""
         now = self._clock()
         self._judge(home, now)
         if home.change is not None:

@@ -76,7 +76,10 @@ class Pool:
             return
         connection.reused = True
         connection.idle_since = self.loop.time()
-        self._idle.setdefault(connection.origin, []).append(connection)
+        idle = self._idle.get(connection.origin)
+        if idle is None:  # not `setdefault`, which makes a list on every call
+            idle = self._idle[connection.origin] = []
+        idle.append(connection)
         self._idle_count += 1
         if self._sweeper is None:
             self._sweeper = self.loop.call_later(self._keepalive, self._sweep)

@@ -189,18 +189,6 @@ class Connection(asyncio.Protocol):
 
         It may be given a failure before this returns (a connection already closing).
         """
-        self._start(waiter, head, limit, probe=False, head_only=False)
-
-    def _send(
-        self, head: bytes, limit: int, *, probe: bool, head_only: bool
-    ) -> asyncio.Future[Any]:
-        waiter: asyncio.Future[Any] = self._pool.loop.create_future()
-        self._start(waiter, head, limit, probe=probe, head_only=head_only)
-        return waiter
-
-    def _start(
-        self, waiter: Waiter, head: bytes, limit: int, *, probe: bool, head_only: bool
-    ) -> None:
         transport = self._transport
         if transport is None or transport.is_closing():
             waiter.set_exception(
@@ -209,12 +197,22 @@ class Connection(asyncio.Protocol):
             return
         self._waiter = waiter
         self._limit = limit
-        self._chunks = []
+        self._chunks.clear()
         self._size = self._head_bytes = 0
         self._declared = self._done = self._keep_alive = self.answered = False
         self._failure = None
-        self._probe, self._head_only, self._cut, self._status = probe, head_only, False, 0
+        self._probe = self._head_only = self._cut = False
+        self._status = 0
         self._pool.write(self, head)
+
+    def _send(
+        self, head: bytes, limit: int, *, probe: bool, head_only: bool
+    ) -> asyncio.Future[Any]:
+        waiter: asyncio.Future[Any] = self._pool.loop.create_future()
+        self.send_to(waiter, head, limit)
+        # the request is written at the end of the turn: its kind may be set until then
+        self._probe, self._head_only = probe, head_only
+        return waiter
 
     def flush(self, head: bytes) -> None:
         """Write a request that `Pool.write` held, unless the connection closed meanwhile.
@@ -258,8 +256,9 @@ class Connection(asyncio.Protocol):
             self._fail(self._failure)
         elif self._done:
             self._waiter = None
-            answer = self._answer()
-            self._chunks = []
+            # what `send` resolves to: the body, or a probe's status
+            answer = self._status if self._probe else b"".join(self._chunks)
+            self._chunks.clear()  # the list stays, for the next answer
             # back in the pool before the waiter hears: one that takes the answer at
             # once may send its next request on this connection
             if self._keep_alive:
@@ -290,7 +289,7 @@ class Connection(asyncio.Protocol):
         if self.answered:
             if exc is None and not self._declared and not self._informational:
                 # a body without a declared length ends with the connection
-                waiter.set_result(self._answer())
+                waiter.set_result(self._status if self._probe else b"".join(self._chunks))
             else:
                 waiter.set_exception(failures.reading_failed(_CUT_SHORT))
         elif self.reused and self._head_bytes == 0:
@@ -348,10 +347,6 @@ class Connection(asyncio.Protocol):
             self._keep_alive = self._parser.should_keep_alive()
 
     # --- ending ------------------------------------------------------------------
-
-    def _answer(self) -> Any:
-        """What `send` resolves to: the body, or a probe's status."""
-        return self._status if self._probe else b"".join(self._chunks)
 
     def _fail(self, failure: PollFailure) -> None:
         waiter = self._waiter

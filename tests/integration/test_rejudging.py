@@ -1,0 +1,88 @@
+"""The moments to judge homes again between polls, on one timer for every home.
+
+A moment stands for the poll that set it: a home polled again since, one with a poll
+underway, or one retired, is passed over when the moment comes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import cast
+
+import pytest
+
+from ome_routing.observer.homes import Home
+from ome_routing.observer.rejudging import Rejudging
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def a_home(picked: float = 1.0) -> Home:
+    return cast(Home, SimpleNamespace(picked=picked, flight=None, retired=False))
+
+
+async def judged_after(rejudging: Rejudging, judged: list[Home], count: int) -> None:
+    async with asyncio.timeout(5):
+        while len(judged) < count:
+            await asyncio.sleep(0.005)
+
+
+async def test_homes_are_judged_again_at_their_moments_earliest_first() -> None:
+    loop = asyncio.get_running_loop()
+    judged: list[Home] = []
+    rejudging = Rejudging(judged.append)
+    homes = [a_home() for _ in range(3)]
+    start = loop.time()
+    # added out of order: the later moments first
+    rejudging.add(loop, homes[2], start + 0.06)
+    rejudging.add(loop, homes[1], start + 0.04)
+    rejudging.add(loop, homes[0], start + 0.02)
+    await judged_after(rejudging, judged, 3)
+    assert judged == homes
+    assert loop.time() >= start + 0.06
+
+
+async def test_a_moment_made_moot_by_a_later_poll_a_poll_underway_or_retirement_is_passed_over() -> (
+    None
+):
+    loop = asyncio.get_running_loop()
+    judged: list[Home] = []
+    rejudging = Rejudging(judged.append)
+    polled_again, underway, retired, kept = a_home(), a_home(), a_home(), a_home()
+    at = loop.time() + 0.02
+    for home in (polled_again, underway, retired, kept):
+        rejudging.add(loop, home, at)
+    polled_again.picked = 2.0
+    underway.flight = cast(object, "a poll underway")  # type: ignore[assignment]
+    retired.retired = True
+    await judged_after(rejudging, judged, 1)
+    await asyncio.sleep(0.03)
+    assert judged == [kept]
+
+
+async def test_a_home_judged_again_may_set_its_next_moment() -> None:
+    loop = asyncio.get_running_loop()
+    judged: list[Home] = []
+    rejudging: Rejudging
+
+    def judge(home: Home) -> None:
+        judged.append(home)
+        if len(judged) == 1:
+            rejudging.add(loop, home, loop.time() + 0.01)
+
+    rejudging = Rejudging(judge)
+    home = a_home()
+    rejudging.add(loop, home, loop.time() + 0.01)
+    await judged_after(rejudging, judged, 2)
+    assert judged == [home, home]
+
+
+async def test_clearing_calls_every_moment_off() -> None:
+    loop = asyncio.get_running_loop()
+    judged: list[Home] = []
+    rejudging = Rejudging(judged.append)
+    rejudging.add(loop, a_home(), loop.time() + 0.01)
+    rejudging.clear()
+    await asyncio.sleep(0.05)
+    assert judged == []
