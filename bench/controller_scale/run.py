@@ -37,7 +37,7 @@ import aiohttp
 import httpx2
 import yaml
 from aiohttp import web
-from lightkube import AsyncClient, KubeConfig
+from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.core.generic_client import ALL_NS
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
@@ -106,6 +106,56 @@ class ChangingReporter:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+#: TrafficMaps per page of a list: a list of 30,000 maps in one answer is some 100 MB
+#: for the API server to encode, and can outlast its 60 s request timeout under load.
+PAGE = 500
+
+
+def reported(tmap: Any) -> int:
+    """How many of a TrafficMap's homes have a ceiling (`capacity.reported`)."""
+    entries = (tmap.get("spec") or {}).get("entries") or []
+    return sum(1 for e in entries if "reported" in (e.get("capacity") or {}))
+
+
+async def wait_for_ceilings(client: AsyncClient, homes: int, started: float, limit: float) -> None:
+    """Return once `homes` homes have a ceiling: a paged list, then a watch of TrafficMaps
+    (listing every map again and again would be most of the API server's work at scale).
+    A watch that ends or fails starts over from a new list."""
+    counts: dict[tuple[str, str], int] = {}
+
+    def key(tmap: Any) -> tuple[str, str]:
+        meta = tmap.get("metadata") or {}
+        return str(meta.get("namespace")), str(meta.get("name"))
+
+    while True:
+        left = limit - (time.monotonic() - started)
+        try:
+            async with asyncio.timeout(max(left, 0.001)):
+                counts.clear()
+                listing = client.list(TrafficMap, namespace=ALL_NS, chunk_size=PAGE)
+                async for tmap in listing:
+                    counts[key(tmap)] = reported(tmap)
+                ready = sum(counts.values())
+                if ready >= homes:
+                    return
+                async for kind, tmap in client.watch(
+                    TrafficMap, namespace=ALL_NS, resource_version=listing.resourceVersion
+                ):
+                    name = key(tmap)
+                    ready -= counts.pop(name, 0)
+                    if kind != "DELETED":
+                        counts[name] = reported(tmap)
+                        ready += counts[name]
+                    if ready >= homes:
+                        return
+        except TimeoutError:
+            raise SystemExit(
+                f"only {sum(counts.values())}/{homes} homes converged in {limit:.0f}s"
+            ) from None
+        except (ApiError, httpx2.HTTPError) as err:
+            log(f"watching TrafficMaps: {err}; listing them again")
 
 
 async def heap_snapshot(controller: subprocess.Popen[bytes], path: Path) -> Any:
@@ -382,18 +432,7 @@ async def main_async(
             f"created {len(services) + len(probes)} services ({homes} homes) in {created:.1f}s; waiting for ceilings"
         )
 
-        while True:
-            ready = 0
-            async for tmap in client.list(TrafficMap, namespace=ALL_NS):
-                entries = (tmap.get("spec") or {}).get("entries") or []
-                ready += sum(1 for e in entries if "reported" in (e.get("capacity") or {}))
-            if ready >= homes:
-                break
-            if time.monotonic() - started > args.converge_limit:
-                raise SystemExit(
-                    f"only {ready}/{homes} homes converged in {args.converge_limit:.0f}s"
-                )
-            await asyncio.sleep(2 if homes < 15_000 else 10)
+        await wait_for_ceilings(client, homes, started, args.converge_limit)
         converged = time.monotonic() - started
         log(f"every home has a ceiling after {converged:.1f}s")
 
@@ -410,7 +449,7 @@ async def main_async(
             log("after a full garbage collection:")
             print_heap(base_heap[1], loaded_heap[1], homes, args.heap_top)
         events = 0
-        listing = client.list(TrafficMap, namespace=ALL_NS)
+        listing = client.list(TrafficMap, namespace=ALL_NS, chunk_size=PAGE)
         async for _ in listing:
             pass
 

@@ -25,9 +25,9 @@ before and after. Needs `nginx` and `wrk` on PATH (Debian:
 from __future__ import annotations
 
 import argparse
+import array
 import asyncio
 import gc
-import itertools
 import json
 import os
 import re
@@ -127,20 +127,32 @@ class Collections:
 
 
 class Recorder:
-    """Counts polls and, when asked, keeps each home's send times."""
+    """Counts polls and, when asked, the lag of each home's interval between two polls.
 
-    def __init__(self, keep_times: bool) -> None:
+    The lags go into one `array` and each home's last send time replaces the one before,
+    so keeping them does not grow the interpreter's heap: a heap that grows brings a full
+    collection (`observer.pace_collections`), whose stall the lags would then measure,
+    and which a controller at rest does not have.
+    """
+
+    def __init__(self, period: float | None) -> None:
         self.count = 0
         self.failures = 0
-        self.keep_times = keep_times
-        self.sent: dict[Hashable, list[float]] = {}
+        self.period = period
+        self.measuring = False
+        self.last_sent: dict[Hashable, float] = {}
+        self.lags = array.array("d")
 
     def poll_finished(self, event: PollEvent) -> None:
         self.count += 1
         if event.outcome is not Outcome.OK:
             self.failures += 1
-        if self.keep_times:
-            self.sent.setdefault(event.key, []).append(event.started + event.waited)
+        if self.period is not None:
+            sent = event.started + event.waited
+            before = self.last_sent.get(event.key)
+            self.last_sent[event.key] = sent
+            if self.measuring and before is not None:
+                self.lags.append(sent - before - self.period)
 
 
 def a_policy(period: float) -> CapacityPolicy:
@@ -163,11 +175,11 @@ async def observe(
     budget: int,
     seconds: float,
     warmup: float,
-    keep_times: bool,
+    keep_lags: bool,
     collections: Collections,
 ) -> tuple[Recorder, float, float]:
     """Run the observer; returns its recorder, polls/s and CPU seconds per 1,000 polls."""
-    recorder = Recorder(keep_times)
+    recorder = Recorder(period if keep_lags else None)
     async with PollClient(RequestBudget(budget), 65536, keepalive_seconds=15.0) as client:
         observer = Observer(client, lambda key, verdict: None, stats=recorder)
         policy = a_policy(period)
@@ -175,9 +187,8 @@ async def observe(
         for i in range(homes):
             observer.set_home(f"bench/isvc-{i}/worker-a", endpoint, policy)
         await observer.start()
-        recorder.keep_times = False  # the intervals of the warm-up are not counted
         await asyncio.sleep(warmup)
-        recorder.keep_times = keep_times
+        recorder.measuring = True  # the intervals that end after the warm-up
         collections.measure()
         count0, cpu0, t0 = recorder.count, time.process_time(), time.monotonic()
         await asyncio.sleep(seconds)
@@ -186,13 +197,6 @@ async def observe(
         collections.done()
         await observer.stop()
     return recorder, polls / wall, cpu / max(polls, 1) * 1000
-
-
-def interval_lags(recorder: Recorder, period: float) -> list[float]:
-    lags: list[float] = []
-    for times in recorder.sent.values():
-        lags.extend((later - earlier) - period for earlier, later in itertools.pairwise(times))
-    return lags
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -242,7 +246,7 @@ async def run_phase(args: argparse.Namespace, endpoint: str) -> dict[str, object
             collections,
         )
         result.update(rate=rate, cpu=cpu, failed=recorder.failures)
-        result["lags"] = interval_lags(recorder, args.lag_period)
+        result["lags"] = recorder.lags.tolist()
     result["longest_gc"] = collections.longest
     result["longest_gc_measured"] = collections.longest_measured
     result["longest_gc_measured_cpu"] = collections.longest_measured_cpu

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -138,39 +139,48 @@ def test_the_command_refuses_bad_options(args: list[str]) -> None:
     assert result.exit_code == 2, result.output
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _reporter(*args: str) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "ome_routing.cli.main", "reporter", *args]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _announced_port(process: subprocess.Popen[bytes], what: str) -> int:
+    assert process.stderr is not None
+    for line in process.stderr:
+        found = re.search(rf"{what} on http://127\.0\.0\.1:(\d+)/", line.decode())
+        if found:
+            return int(found.group(1))
+    raise AssertionError(f"the reporter exited ({process.wait()}) without saying where it serves")
 
 
 @pytest.mark.timeout(30)
-def test_the_installed_command_serves_reports() -> None:
-    port = _free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "ome_routing.cli.main",
-        "reporter",
-        "--servable",
-        "5",
-        "--port",
-        str(port),
-    ]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def test_the_installed_command_serves_reports_on_the_port_it_announces() -> None:
+    # port 0: the system picks, and the reporter says which
+    process = _reporter("--servable", "5", "--port", "0", "--serve-health-path", "/v1/models")
     try:
-        body = b""
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
-                    conn.sendall(b"GET /capacity HTTP/1.0\r\nHost: x\r\n\r\n")
-                    while chunk := conn.recv(4096):
-                        body += chunk
-                break
-            except OSError:
-                time.sleep(0.1)
+        health_port = _announced_port(process, "health")
+        port = _announced_port(process, "reporting")
+        assert port == health_port
+        assert port != 0
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+            conn.sendall(b"GET /capacity HTTP/1.0\r\nHost: x\r\n\r\n")
+            body = b""
+            while chunk := conn.recv(4096):
+                body += chunk
         assert parse_report(body.split(b"\r\n\r\n", 1)[1]).servable == 5
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.mark.timeout(30)
+def test_a_port_in_use_is_refused_with_the_options_named() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(reporter, ["--servable", "1", "--port", str(port)])
+    assert result.exit_code == 2, result.output
+    assert (
+        f"cannot listen on --host 127.0.0.1 --port {port}: Address already in use" in result.output
+    )

@@ -14,14 +14,12 @@ import pytest
 from ome_routing.observer import pace_collections, tune_gc
 from ome_routing.observer.tuning import (
     BEAT_SECONDS,
-    FULL_EVERY,
     FULL_GROWTH,
     GROWTH_EVERY,
     MIDDLE_THRESHOLD,
     OLD_THRESHOLD,
     TRIM_EVERY,
     YOUNG_THRESHOLD,
-    generation_at,
     heap_grew,
     heap_trimmer,
 )
@@ -53,12 +51,27 @@ def test_tuning_leaves_full_collections_to_the_event_loop() -> None:
     assert gc.get_threshold()[2] >= 10**9
 
 
-def test_beats_collect_young_and_middle_generations_and_a_full_one_every_so_often() -> None:
-    assert [generation_at(beat, full_every=3) for beat in range(1, 8)] == [1, 1, 2, 1, 1, 2, 1]
-    assert generation_at(FULL_EVERY) == 2
-    assert generation_at(FULL_EVERY - 1) == 1
-    # about every ten minutes
-    assert 300 <= FULL_EVERY * BEAT_SECONDS <= 1200
+@pytest.mark.usefixtures("gc_restored")
+async def test_a_heap_that_does_not_grow_gets_no_full_collection_however_long_it_runs() -> None:
+    gc.set_threshold(10**9, 10**9, 10**9)
+    generations: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            generations.append(info["generation"])
+
+    gc.callbacks.append(seen)
+    # more beats than ten minutes' worth at the chart's pace, on a heap of a steady size
+    beats = int(900 / BEAT_SECONDS)
+    pacer = asyncio.ensure_future(pace_collections(0, blocks=lambda: 1_000))
+    try:
+        while len(generations) < beats:
+            await asyncio.sleep(0)
+    finally:
+        pacer.cancel()
+        gc.callbacks.remove(seen)
+        await asyncio.gather(pacer, return_exceptions=True)
+    assert set(generations) == {1}
 
 
 class _Node:
@@ -102,8 +115,8 @@ def test_a_full_collection_is_due_once_the_heap_grew_by_a_quarter_since_the_last
 
 @pytest.mark.usefixtures("gc_restored")
 async def test_cycles_in_the_oldest_generation_are_freed_once_the_heap_has_grown() -> None:
-    # the collector's own triggers out of reach, the periodic full collection too: only
-    # the heap's growth can bring the full collection that frees the cycle
+    # the collector's own triggers out of reach: only the heap's growth can bring the
+    # full collection that frees the cycle
     gc.set_threshold(10**9, 10**9, 10**9)
     first, second = _Node(), _Node()
     first.other, second.other = second, first
@@ -119,9 +132,7 @@ async def test_cycles_in_the_oldest_generation_are_freed_once_the_heap_has_grown
             generations.append(info["generation"])
 
     gc.callbacks.append(seen)
-    pacer = asyncio.ensure_future(
-        pace_collections(0.001, full_every=10**9, blocks=lambda: next(sizes, 2_000))
-    )
+    pacer = asyncio.ensure_future(pace_collections(0.001, blocks=lambda: next(sizes, 2_000)))
     try:
         while len(generations) < 3 * GROWTH_EVERY and gone() is not None:
             await asyncio.sleep(0.001)

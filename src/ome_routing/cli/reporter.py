@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,21 @@ def reporter(
             FileHealth(serve_health_file) if serve_health_file is not None else SwitchableHealth()
         )
         add_health_route(app, health, serve_health_path)
-        click.echo(f"health on http://{host}:{port}{serve_health_path}", err=True)
-    click.echo(f"reporting on http://{host}:{port}{path}", err=True)
-    web.run_app(app, host=host, port=port, print=None)
+    listener = _listen(host, port)
+    # the port bound, which `--port 0` leaves to the system
+    bound = listener.getsockname()[1]
+    if serve_health_path is not None:
+        click.echo(f"health on http://{host}:{bound}{serve_health_path}", err=True)
+    click.echo(f"reporting on http://{host}:{bound}{path}", err=True)
+    web.run_app(app, sock=listener, print=None)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on `host:port`, or a usage error that names them."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=128)
+    except OSError as err:
+        raise click.UsageError(
+            f"cannot listen on --host {host} --port {port}: {err.strerror or err}"
+        ) from err

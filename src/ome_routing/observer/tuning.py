@@ -13,19 +13,23 @@ the collector's own triggers go wrong in both directions:
 Almost all of what a poll allocates is freed by reference counting, and the windows
 hold no cycles. So the event loop paces the collector itself (`pace_collections`): every
 `BEAT_SECONDS` it collects the young and middle generations, which then hold only what
-the last beat made (about a thousand polls' worth: a few milliseconds); every
-`FULL_EVERY` beats (about ten minutes) it runs a full collection, the one stall that
-remains, to free cycles that reached the oldest generation; and sooner, once the
-interpreter's heap has grown by `FULL_GROWTH` since the last full collection. Cycles do
+the last beat made (about a thousand polls' worth: a few milliseconds); and once the
+interpreter's heap has grown by `FULL_GROWTH` since the last full collection, it runs a
+full one, the one stall that remains (about a second at 100,000 homes), to free cycles
+that reached the oldest generation. That is CPython's own bound on what waits for a
+full collection, and the only trigger: a heap that does not grow holds no more garbage
+than it did, and a full collection of it on a timer would stall the loop for nothing (at
+100,000 homes, a second's worth of polls, 10,000, each time). Cycles do
 reach it: a connection that lived through a few beats (a poll that stalled) and its HTTP
-parser refer to each other, and every connection closed after a failure (a 404 without
-keep-alive, a reset, a timeout, an oversize body) is such garbage. Measured with
-`tests/chaos/traced_controller.py` under the 1,000 hostile homes of the chaos suite:
-400-1,200 such objects a second, which a full collection only every ten minutes let pile
-up (the resident memory grew by 7 MiB a minute). Every `TRIM_EVERY` beats it also hands the C heap's free pages back to the system (glibc's `malloc_trim`, where
-there is one): decoding the API server's lists and watch events leaves megabytes free
-but resident, which glibc returns on its own only from the top of its heap. The collector's own full collections are off, and its own young
-ones stay on, with a high threshold, for bursts of allocation between two beats.
+parser used to refer to each other, and so did a failed reconcile's task and its error's
+traceback. Measured with `tests/chaos/traced_controller.py` under the 1,000 hostile homes
+of the chaos suite: 400-1,200 such objects a second, which a full collection only every
+ten minutes let pile up (the resident memory grew by 7 MiB a minute). Every `TRIM_EVERY`
+beats it also hands the C heap's free pages back to the system (glibc's `malloc_trim`,
+where there is one): decoding the API server's lists and watch events leaves megabytes
+free but resident, which glibc returns on its own only from the top of its heap. The
+collector's own full collections are off, and its own young ones stay on, with a high
+threshold, for bursts of allocation between two beats.
 A process-level choice: the controller makes it once, at startup.
 """
 
@@ -48,8 +52,6 @@ OLD_THRESHOLD = 1_000_000_000
 #: Seconds between two beats of `pace_collections`: each collects the young and middle
 #: generations.
 BEAT_SECONDS = 0.1
-#: Beats per full collection: about ten minutes.
-FULL_EVERY = 6_000
 #: A full collection comes as soon as the interpreter's allocated blocks have grown by this
 #: fraction since the last one: the garbage that waits for it stays under a quarter of the
 #: heap, the bound CPython's own collector keeps (a full collection once the objects new to
@@ -72,11 +74,6 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)
-
-
-def generation_at(beat: int, full_every: int = FULL_EVERY) -> int:
-    """The oldest generation that beat number `beat` (from 1) collects: 1, or 2 (full)."""
-    return 2 if beat % full_every == 0 else 1
 
 
 def heap_grew(blocks: int, after_last_full: int, growth: float = FULL_GROWTH) -> bool:
@@ -102,7 +99,6 @@ def heap_trimmer() -> Callable[[], None] | None:
 async def pace_collections(
     every: float = BEAT_SECONDS,
     *,
-    full_every: int = FULL_EVERY,
     growth: float = FULL_GROWTH,
     blocks: Callable[[], int] = sys.getallocatedblocks,
 ) -> None:
@@ -117,9 +113,8 @@ async def pace_collections(
     while True:
         await asyncio.sleep(every)
         beat += 1
-        generation = generation_at(beat, full_every)
-        looks = beat % GROWTH_EVERY == 0
-        if generation < 2 and looks and heap_grew(blocks(), after_last_full, growth):
+        generation = 1
+        if beat % GROWTH_EVERY == 0 and heap_grew(blocks(), after_last_full, growth):
             generation = 2
         gc.collect(generation)
         if generation == 2:
