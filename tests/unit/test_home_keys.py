@@ -139,3 +139,24 @@ async def test_a_reconcile_of_the_same_homes_keeps_the_keys_the_observer_holds()
         assert {id(key) for key in held} == {id(key) for key in observed}
     finally:
         await poll_client.close()
+
+
+def test_the_keys_of_different_services_share_their_cluster_names_and_given_endpoints() -> None:
+    """A key lives as long as its home: it holds one copy of what many keys say alike.
+
+    Every read of a service decodes new strings; the keys keep the first."""
+    given = "http://127.0.0.1:9001/only-in-this-test/worker-a"
+
+    def fresh(uid: str) -> dict[str, Any]:
+        isvc = an_isvc(uid=uid, endpoint_a="".join(given))
+        for candidate in isvc["status"]["placement"]["candidates"]:
+            candidate["cluster"] = "".join(candidate["cluster"])
+        return isvc
+
+    first_isvc = fresh(UID)
+    first = keys_of(first_isvc)["worker-a"]
+    second = keys_of(fresh(OTHER_UID))["worker-a"]
+    assert first.cluster is second.cluster
+    assert first.endpoint == given
+    assert first.endpoint is first_isvc["status"]["placement"]["candidates"][0]["endpoint"]
+    assert second.endpoint is first.endpoint
