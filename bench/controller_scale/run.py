@@ -170,11 +170,41 @@ async def heap_snapshot(controller: subprocess.Popen[bytes], path: Path) -> Any:
 
 
 async def full_collection(controller: subprocess.Popen[bytes], done: Path) -> None:
-    """A full collection and `malloc_trim` in a controller started through `traced.py`."""
+    """A full collection and `malloc_trim` in a controller started through `traced.py`;
+    logs pymalloc's arenas and blocks before and after it."""
     controller.send_signal(signal.SIGUSR1)
     while not done.exists():
         await asyncio.sleep(0.2)
     await asyncio.sleep(0.5)
+    for when, stats in zip(("before", "after"), arena_stats(done.read_text()), strict=False):
+        log(f"pymalloc {when} the full collection: " + ", ".join(f"{k} {v}" for k, v in stats))
+
+
+#: The lines of `sys._debugmallocstats()` that say how full pymalloc's arenas are.
+ARENA_LINES = (
+    "# arenas allocated current",
+    "# bytes in allocated blocks",
+    "# bytes in available blocks",
+    "unused pools * 16384 bytes",
+    "# bytes lost to pool headers",
+    "# bytes lost to quantization",
+    "Total",
+)
+
+
+def arena_stats(text: str) -> list[list[tuple[str, str]]]:
+    """Per report in `text` (one per `_debugmallocstats` call): the `ARENA_LINES` figures."""
+    reports: list[list[tuple[str, str]]] = []
+    for line in text.splitlines():
+        if line.startswith("Small block threshold"):
+            reports.append([])
+        label, _, value = line.partition("=")
+        label = label.strip().lstrip("0123456789 ")
+        if reports and any(label.endswith(name) for name in ARENA_LINES) and value:
+            if label == "Total" and any(k == "Total" for k, _ in reports[-1]):
+                continue
+            reports[-1].append((label, value.strip()))
+    return reports
 
 
 def print_heap(base: Any, loaded: Any, homes: int, top: int) -> None:

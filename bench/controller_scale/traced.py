@@ -5,8 +5,10 @@ Runs `ome_routing.cli.main` with tracemalloc on (`HEAP_FRAMES` frames; 0: off); 
 another to `$HEAP_SNAPSHOT.<n>.collected`: the difference is garbage that waits for the
 next full collection. With tracing off, a SIGUSR1 only runs a full collection and hands
 the C heap's free pages back (`malloc_trim`, as the controller does every 10 s), and
-writes an empty `$HEAP_SNAPSHOT.<n>.collected`: the resident memory that the controller's
-own full collection (every ten minutes) would leave. Tracing slows the controller and adds its own
+writes to `$HEAP_SNAPSHOT.<n>.collected` the interpreter's allocator statistics
+(`sys._debugmallocstats`) before and after: the resident memory that the controller's
+own full collection (every ten minutes) would leave, and how much of pymalloc's arenas
+is in use. Tracing slows the controller and adds its own
 memory, so the resident-memory figures of a traced run are not comparable to others.
 """
 
@@ -32,10 +34,11 @@ def _snapshot(_signum: int, _frame: FrameType | None) -> None:
     path = f"{os.environ['HEAP_SNAPSHOT']}.{_taken}"
     _taken += 1
     if not _FRAMES:
-        gc.collect()
-        ctypes.CDLL(None).malloc_trim(0)
-        with open(path + ".collected.part", "wb"):
-            pass
+        with open(path + ".collected.part", "wb") as out:
+            _mallocstats(out.fileno())
+            gc.collect()
+            ctypes.CDLL(None).malloc_trim(0)
+            _mallocstats(out.fileno())
         os.replace(path + ".collected.part", path + ".collected")
         return
     for suffix in ("", ".collected"):
@@ -43,6 +46,18 @@ def _snapshot(_signum: int, _frame: FrameType | None) -> None:
             gc.collect()
         tracemalloc.take_snapshot().dump(path + suffix + ".part")
         os.replace(path + suffix + ".part", path + suffix)
+
+
+def _mallocstats(fd: int) -> None:
+    """`sys._debugmallocstats()` (which writes to the C stderr) into `fd`."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        os.dup2(fd, 2)
+        sys._debugmallocstats()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 signal.signal(signal.SIGUSR1, _snapshot)

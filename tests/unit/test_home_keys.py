@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
+from lightkube import AsyncClient
 
 from ome_routing.core.config import OperatorConfig, config_from_values
 from ome_routing.core.digests import capacity_policy_digest
 from ome_routing.kube import reconcile
-from ome_routing.kube.controller import HomeKey, home_keys
+from ome_routing.kube.controller import Controller, HomeKey, home_keys
 from ome_routing.kube.reconcile import Routed
+from ome_routing.metrics import RoutingMetrics
+from ome_routing.observer.budget import RequestBudget
+from ome_routing.observer.observer import Observer
+from ome_routing.observer.polling import PollClient
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SERVICE = ("qwen3-0-6b", "qwen3-0-6b")
@@ -115,3 +120,43 @@ def test_no_homes_while_polling_is_off() -> None:
     isvc["spec"]["routing"]["capacity"] = {"disabled": True}
     assert keys_of(isvc) == {}
     assert home_keys(SERVICE, None) == {}
+
+
+async def test_a_reconcile_of_the_same_homes_keeps_the_keys_the_observer_holds() -> None:
+    """Every reconcile reads the service afresh and makes new, equal keys; the controller
+    keeps holding the observer's own, not a second copy of each home's key."""
+    controller = Controller(cast(AsyncClient, None), chart(), RoutingMetrics())
+    poll_client = PollClient(RequestBudget(4), 4096)
+    observer = Observer(poll_client, on_change=lambda key, verdict: None)
+    controller._observer = observer
+    try:
+        for _ in range(3):
+            decision = reconcile.plan(copy.deepcopy(an_isvc()), None, chart())
+            assert isinstance(decision, Routed)
+            controller._sync_homes(SERVICE, decision)
+        held, observed = controller._homes_of[SERVICE], observer.keys()
+        assert len(held) == 2
+        assert {id(key) for key in held} == {id(key) for key in observed}
+    finally:
+        await poll_client.close()
+
+
+def test_the_keys_of_different_services_share_their_cluster_names_and_given_endpoints() -> None:
+    """A key lives as long as its home: it holds one copy of what many keys say alike.
+
+    Every read of a service decodes new strings; the keys keep the first."""
+    given = "http://127.0.0.1:9001/only-in-this-test/worker-a"
+
+    def fresh(uid: str) -> dict[str, Any]:
+        isvc = an_isvc(uid=uid, endpoint_a="".join(given))
+        for candidate in isvc["status"]["placement"]["candidates"]:
+            candidate["cluster"] = "".join(candidate["cluster"])
+        return isvc
+
+    first_isvc = fresh(UID)
+    first = keys_of(first_isvc)["worker-a"]
+    second = keys_of(fresh(OTHER_UID))["worker-a"]
+    assert first.cluster is second.cluster
+    assert first.endpoint == given
+    assert first.endpoint is first_isvc["status"]["placement"]["candidates"][0]["endpoint"]
+    assert second.endpoint is first.endpoint

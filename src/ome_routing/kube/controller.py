@@ -327,12 +327,16 @@ class Controller:
         poll = routed.poll if routed is not None else None
         wanted = home_keys(key, routed)
         keep = set(wanted.values())
-        for home in set(self._homes_of.get(key, ())) - keep:
+        held = self._homes_of.get(key, ())
+        for home in set(held) - keep:
             observer.remove_home(home)
         if poll is not None and keep:
             for home in keep:
                 observer.set_home(home, home.endpoint, poll)
-            self._homes_of[key] = tuple(keep)
+            # the keys held stay when they are the same homes: they are the observer's
+            # own, where every reconcile's keys are new copies of them
+            if keep != set(held):
+                self._homes_of[key] = tuple(keep)
         else:
             self._homes_of.pop(key, None)
         self._metrics.homes.set(len(observer))

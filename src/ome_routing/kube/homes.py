@@ -1,11 +1,15 @@
 """A home's identity as OME keys its capacity window, and the homes a service polls now.
 
 Apart from the controller, which keeps the observer's homes in line with these keys.
+The observer holds a key per home for as long as the home lives, so a key shares what
+it can: the cluster names of every home are one string each, and an endpoint already
+canonical is the string given, not a second copy of it.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+from sys import intern
 from typing import NamedTuple
 
 from ome_routing.core.digests import capacity_policy_digest
@@ -39,9 +43,10 @@ def _digest(policy: CapacityPolicy) -> str:
 def _target(endpoint: str) -> str:
     """The endpoint as OME identifies it, or as given if it is not a usable URL."""
     try:
-        return poll_target(endpoint)
+        target = poll_target(endpoint)
     except PollFailure:
         return endpoint
+    return endpoint if target == endpoint else target
 
 
 def home_keys(key: ServiceKey, routed: Routed | None) -> dict[str, HomeKey]:
@@ -52,6 +57,6 @@ def home_keys(key: ServiceKey, routed: Routed | None) -> dict[str, HomeKey]:
     namespace, name = key
     digest = _digest(poll)
     return {
-        cluster: HomeKey(routed.uid, namespace, name, cluster, _target(endpoint), digest)
+        cluster: HomeKey(routed.uid, namespace, name, intern(cluster), _target(endpoint), digest)
         for cluster, endpoint in routed.targets().items()
     }

@@ -18,6 +18,10 @@ the placement status); and the keys and short strings of all cached objects are 
 An informer may keep its cache packed (`packing.PackedStore`: each object one bytes
 object, decoded on every read); its objects then skip `compact`, which packing makes moot.
 
+A list is read a page at a time (`limit`/`continue`, `LIST_PAGE` objects a page), as
+client-go's reflector does: the objects of a page are packed into the new cache before
+the next page is read, so listing 30,000 services never holds them all decoded at once.
+
 One informer may serve several reconcilers (`add_handler`): the routing controller and
 the publisher share one watch and one cache of each kind they both read, rather than
 holding every map and service twice.
@@ -46,6 +50,8 @@ RawObject = dict[str, Any]
 #: (key, old, new): old is None for an addition, new is None for a deletion.
 OnEvent = Callable[[ObjectKey, RawObject | None, RawObject | None], None]
 
+#: Objects per page of a list (client-go's reflector reads 500 a page too).
+LIST_PAGE = 500
 _BACKOFF_START = 0.5
 _BACKOFF_MAX = 30.0
 
@@ -151,6 +157,7 @@ class Informer:
         namespaced: bool,
         transform: Transform | None = None,
         packed: bool = False,
+        page: int = LIST_PAGE,
     ) -> None:
         self._client = client
         self.kind: str = resource._api_info.resource.kind
@@ -163,6 +170,7 @@ class Informer:
         self._handlers: list[OnEvent] = [] if on_event is None else [on_event]
         self._on_event: OnEvent = self._tell
         self._namespaced = namespaced
+        self._page = page
         self.cache: MutableMapping[ObjectKey, RawObject] = self._store()
         self.synced = asyncio.Event()
 
@@ -196,9 +204,9 @@ class Informer:
 
     async def _relist(self) -> str:
         listing = (
-            self._client.list(self._resource, namespace=ALL_NS)
+            self._client.list(self._resource, namespace=ALL_NS, chunk_size=self._page)
             if self._namespaced
-            else self._client.list(self._resource)
+            else self._client.list(self._resource, chunk_size=self._page)
         )
         fresh = self._store()
         async for obj in listing:
