@@ -32,7 +32,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
@@ -50,9 +50,13 @@ from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
 from ome_routing.observer.budget import RequestBudget
+from ome_routing.observer.failures import Outcome
 from ome_routing.observer.observer import Observer, PollEvent
 from ome_routing.observer.polling import PollClient
 from ome_routing.observer.prober import ProbeEvent, Prober
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter, Histogram
 
 log = logging.getLogger("ome_routing.controller")
 
@@ -69,15 +73,30 @@ _RETRY_MAX = 60.0
 
 
 class _MetricsStats:
-    """Feeds finished polls into the Prometheus metrics."""
+    """Feeds finished polls into the Prometheus metrics.
+
+    The series a poll touches are looked up once, here: a `labels()` lookup on every
+    poll cost more than the counting itself (about 5 of 9 us a poll).
+    """
 
     def __init__(self, metrics: RoutingMetrics) -> None:
         self._metrics = metrics
+        # made at the first poll that needs them, as `labels()` would: a series appears
+        # once it has something to say
+        self._polls: dict[Outcome, Counter] = {}
+        self._capacity_wait: Histogram | None = None
 
     def poll_finished(self, event: PollEvent) -> None:
-        self._metrics.polls.labels(outcome=str(event.outcome)).inc()
+        polls = self._polls.get(event.outcome)
+        if polls is None:
+            polls = self._metrics.polls.labels(outcome=str(event.outcome))
+            self._polls[event.outcome] = polls
+        polls.inc()
         self._metrics.poll_duration.observe(event.latency)
-        self._metrics.budget_wait.labels(kind="capacity").observe(event.waited)
+        wait = self._capacity_wait
+        if wait is None:
+            wait = self._capacity_wait = self._metrics.budget_wait.labels(kind="capacity")
+        wait.observe(event.waited)
 
     def probe_finished(self, event: ProbeEvent) -> None:
         self._metrics.probes.labels(result=str(event.result)).inc()
