@@ -2,15 +2,14 @@
 
 `Home` is a home's record: its endpoint and policy, the request built from them (or why
 none can be), its window and verdict as last judged, and where it stands in the
-schedule (when it is due, the poll underway, the timer that judges it again between
-polls). Homes of equal policies share one policy object and one `WindowSettings`
+schedule (when it is due, the poll underway; the moments that judge it again between
+polls wait in `rejudging.Rejudging`). Homes of equal policies share one policy object and one `WindowSettings`
 (`shared_policy`, `window_settings`), so that 100,000 homes of a few thousand services
 do not hold 100,000 copies.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -56,8 +55,6 @@ class Home:
     flight: Flight | None = None
     picked: float = 0.0
     following: float = 0.0
-    #: the timer that judges the home again when a reading ages out before its next poll
-    wake: asyncio.TimerHandle | None = None
     #: no longer the observer's: not polled again, its poll underway cancelled
     retired: bool = False
 
@@ -82,13 +79,6 @@ def window_settings(policy: CapacityPolicy) -> WindowSettings:
 
 def due_of(entry: tuple[float, Home]) -> float:
     return entry[0]
-
-
-def cancel_wake(home: Home) -> None:
-    """Call off the timer that would judge the home again before its next poll."""
-    if home.wake is not None:
-        home.wake.cancel()
-        home.wake = None
 
 
 def home_request(endpoint: str, policy: CapacityPolicy) -> PollRequest | PollFailure:

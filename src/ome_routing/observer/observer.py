@@ -65,7 +65,6 @@ from ome_routing.observer.homes import (
     Home,
     HomeKey,
     Phase,
-    cancel_wake,
     due_of,
     home_request,
     shared_policy,
@@ -237,7 +236,6 @@ class Observer(Dispatcher):
 
     def _retire(self, home: Home) -> None:
         home.retired = True
-        cancel_wake(home)
         flight = home.flight
         if flight is not None:
             home.flight = None
