@@ -360,6 +360,10 @@ async def restart(
         await asyncio.sleep(period)
         writes = await writes_total(metrics_url) - w0
         rss = rss_bytes(controller.pid)
+        log(
+            f"restarted: started after {up:.1f}s, every home held after {holding:.1f}s, "
+            f"{writes:.0f} writes in the next {period:.0f}s, resident {rss / 2**20:.1f} MiB"
+        )
     finally:
         await stop_controller(controller, controller_log)
     return {
@@ -498,6 +502,11 @@ async def main_async(
         watcher.cancel()
         steady_writes = (w1 - w0) * 60 / args.steady_seconds
         steady_events = events * 60 / args.steady_seconds
+        log(
+            f"steady state: {steady_writes:.2f} writes a minute, {steady_events:.2f} TrafficMap "
+            f"events a minute; resident {loaded_rss / 2**20:.1f} MiB "
+            f"({(loaded_rss - base_rss) / homes / 1024:.2f} KiB per home)"
+        )
 
         # change latency on the fast-poll services
         seen: dict[tuple[str, int], float] = {}
@@ -536,6 +545,12 @@ async def main_async(
             seen.pop((home, value))
             reporter.first_seen.pop((home, value), None)
         watch_task.cancel()
+        log(
+            f"change latency over {len(from_change)} trials: from the change p50 "
+            f"{statistics.median(from_change) * 1000:.1f} ms, p99 {pct(from_change, 0.99) * 1000:.1f} ms; "
+            f"from the poll p50 {statistics.median(from_poll) * 1000:.1f} ms, "
+            f"p99 {pct(from_poll, 0.99) * 1000:.1f} ms"
+        )
 
         figures: dict[str, Any] = {
             "services": len(services) + len(probes),
@@ -602,7 +617,7 @@ def main() -> None:
         "--full-collection",
         action="store_true",
         help="also measure memory per home after a full garbage collection in the controller "
-        "(as its own, every ten minutes, would leave it)",
+        "(as its own, once its heap has grown by a quarter, would leave it)",
     )
     args = parser.parse_args()
     tools = ensure_tools(progress=log)

@@ -7,7 +7,7 @@ next full collection. With tracing off, a SIGUSR1 only runs a full collection an
 the C heap's free pages back (`malloc_trim`, as the controller does every 10 s), and
 writes to `$HEAP_SNAPSHOT.<n>.collected` the interpreter's allocator statistics
 (`sys._debugmallocstats`) before and after: the resident memory that the controller's
-own full collection (every ten minutes) would leave, and how much of pymalloc's arenas
+own full collection (once its heap has grown by a quarter) would leave, and how much of pymalloc's arenas
 is in use. Tracing slows the controller and adds its own
 memory, so the resident-memory figures of a traced run are not comparable to others.
 """

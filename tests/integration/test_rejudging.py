@@ -7,13 +7,14 @@ underway, or one retired, is passed over when the moment comes.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from types import SimpleNamespace
 from typing import cast
 
 import pytest
 
 from ome_routing.observer.homes import Home
-from ome_routing.observer.rejudging import Rejudging
+from ome_routing.observer.rejudging import RING_BATCH, Rejudging
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -86,3 +87,37 @@ async def test_clearing_calls_every_moment_off() -> None:
     rejudging.clear()
     await asyncio.sleep(0.05)
     assert judged == []
+
+
+async def test_a_bunch_of_moments_is_judged_a_batch_a_turn_and_none_waits_for_a_later_moment() -> (
+    None
+):
+    """Readings stamped to the second age out together: thousands of homes at one moment.
+    Judged in one turn, they would hold up every poll due meanwhile."""
+    loop = asyncio.get_running_loop()
+    turn = 0
+    ticking = True
+
+    def tick() -> None:  # counts the event loop's turns
+        nonlocal turn
+        turn += 1
+        if ticking:
+            loop.call_soon(tick)
+
+    judged_in: list[int] = []
+    rejudging: Rejudging
+
+    def judge(home: Home) -> None:
+        judged_in.append(turn)
+        if len(judged_in) == 1:  # a home judged sets its next moment, well after the bunch
+            rejudging.add(loop, home, loop.time() + 60)
+
+    rejudging = Rejudging(judge)
+    at = loop.time() + 0.01
+    for _ in range(2 * RING_BATCH + 10):
+        rejudging.add(loop, a_home(), at)
+    loop.call_soon(tick)
+    await judged_after(rejudging, cast(list[Home], judged_in), 2 * RING_BATCH + 10)
+    ticking = False
+    assert sorted(Counter(judged_in).values()) == [10, RING_BATCH, RING_BATCH]
+    rejudging.clear()

@@ -18,6 +18,7 @@ from ome_routing.core.capacity import (
     expired_reason,
     fallback_reason,
     next_change,
+    record_and_judge,
     record_failure,
     record_reading,
     state,
@@ -251,6 +252,26 @@ class TestExpiryBetweenPolls:
         window = polled(a_window(samples=4, quorum=2, max_age="40s"), 9, 1, 1)
         assert next_change(window, at(20)) == at(50)
         assert ceiling_of(window, 45) == 1
+
+    def test_a_steady_reporter_changes_nothing_when_its_oldest_reading_ages_out(self) -> None:
+        """Readings 4, 4, 4 with quorum 2 and maxAge 30s: the first ageing out (at 30s,
+        before the next poll) leaves two 4s, so no change comes until the second ages out."""
+        window = polled(a_window(samples=3, quorum=2, max_age="30s"), 4, 4, 4)
+        assert next_change(window, at(20)) == at(40)
+        assert ceiling_of(window, 35) == 4
+        recorded, judged, change = record_and_judge(
+            polled(a_window(samples=3, quorum=2, max_age="30s"), 4, 4), a_reading(4, 20), at(20)
+        )
+        assert (recorded, judged, change) == (window, Verdict(4, None), at(40))
+
+    def test_a_reading_at_the_ceiling_ageing_out_changes_it_when_fewer_than_quorum_remain(
+        self,
+    ) -> None:
+        """Readings 2 (t=0), 2, 2, 9 with quorum 2: ceiling 2 until the second 2 ages out."""
+        window = polled(a_window(samples=4, quorum=2, max_age="40s"), 2, 2, 2, 9)
+        assert next_change(window, at(30)) == at(50)
+        assert ceiling_of(window, 49) == 2
+        assert ceiling_of(window, 50) == 9
 
     def test_a_usable_window_changes_when_too_few_readings_remain(self) -> None:
         """Readings 1 (t=0), 9, 9 with quorum 3 and maxAge 40s: ceiling 9 until the 1 expires."""

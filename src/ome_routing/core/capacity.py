@@ -369,12 +369,12 @@ def _fallback(reason: str) -> Verdict:
 
 
 def next_change(window: Window, now: datetime) -> datetime | None:
-    """The earliest moment after `now` at which the verdict may change without a poll.
+    """The moment after `now` at which the verdict changes without a poll.
 
     Only age changes a window between polls: the verdict holds before the returned
-    moment, and may (not must) differ from it on. None when no fresh reading is left
-    to age out. While the home has a ceiling, a reading above it may expire without
-    effect, as long as `quorum` fresh readings remain.
+    moment, and differs from it on. None when no fresh reading is left to age out.
+    While the home has a ceiling, readings may age out without effect: those above it,
+    and those at or below it as long as `quorum` of these remain.
     """
     window_state, fresh = _assess(window, now)
     ceiling = _ceiling(window, fresh) if window_state is WindowState.USABLE else 0
@@ -420,15 +420,17 @@ def record_and_judge(
             return recorded, judged, kept[0].observed_at + settings.max_age_span
         ceiling = ranked[quorum - 1]
         judged = _USABLE[ceiling] if ceiling < 256 else Verdict(ceiling, None)
-        # as `_next_change`: a quorum lost, or the oldest reading at or below the ceiling
-        moment = kept[count - quorum].observed_at
-        for kept_reading in kept:
+        # as `_next_change`: the quorum-th newest reading at or below the ceiling ages out
+        seen = 0
+        for index in range(count - 1, -1, -1):
+            kept_reading = kept[index]
             if kept_reading.servable <= ceiling:
-                moment = min(moment, kept_reading.observed_at)
-                break
-        return recorded, judged, moment + settings.max_age_span
+                seen += 1
+                if seen == quorum:
+                    return recorded, judged, kept_reading.observed_at + settings.max_age_span
     except OverflowError:  # past year 9999: never, in practice
         return recorded, judged, None
+    return (recorded, *judge(recorded, now))
 
 
 def _next_change(
@@ -444,17 +446,18 @@ def _next_change(
             oldest = fresh[0].observed_at if ordered else min(map(_OBSERVED_AT, fresh))
             return oldest + step
         quorum = window.settings.quorum
-        # losing len(fresh) - quorum + 1 readings, whichever, leaves less than a quorum
+        # The ceiling is the quorum-th lowest count: it holds while `quorum` fresh readings
+        # at or below it are left (one above it going changes nothing), and readings age
+        # out oldest first, so it changes when the quorum-th newest of those ages out.
+        # Not sooner: a steady reporter's home is not judged again between its polls.
         if ordered:
-            moment = fresh[len(fresh) - quorum].observed_at
-            # so does losing one at or below the ceiling: the oldest of them goes first
-            for reading in fresh:  # a loop, not a generator: it runs on every poll
+            seen = 0
+            for reading in reversed(fresh):  # a loop, not a generator: it runs on every poll
                 if reading.servable <= ceiling:
-                    at_or_below = reading.observed_at
-                    break
-        else:
-            moment = sorted(map(_OBSERVED_AT, fresh))[len(fresh) - quorum]
-            at_or_below = min(r.observed_at for r in fresh if r.servable <= ceiling)
-        return min(moment, at_or_below) + step
+                    seen += 1
+                    if seen == quorum:
+                        return reading.observed_at + step
+        stamps = sorted(r.observed_at for r in fresh if r.servable <= ceiling)
+        return stamps[len(stamps) - quorum] + step
     except OverflowError:  # past year 9999: never, in practice
         return None

@@ -21,6 +21,10 @@ from ome_routing.observer.scheduling import DueQueue
 
 #: The queue's one lane: moments that come in order queue there, the rest in its heap.
 _LANE = "rejudge"
+#: Homes judged in one turn of the event loop at most. Moments come in bunches (readings
+#: stamped to the second age out together: thousands of homes at 100,000), and judging a
+#: bunch in one turn would hold up every poll due meanwhile; the rest wait a turn.
+RING_BATCH = 256
 
 
 class Rejudging:
@@ -60,15 +64,18 @@ class Rejudging:
         now = max(loop.time(), self._timer_when)
         queue = self._queue
         due: list[Home] = []
-        while (entry := queue.pop_due(now)) is not None:
+        while len(due) < RING_BATCH and (entry := queue.pop_due(now)) is not None:
             home, picked = entry
             if home.picked == picked and home.flight is None and not home.retired:
                 due.append(home)
         # judged after the queue is looked at: a home judged may set its next moment
         for home in due:
             self._on_due(home)
-        if self._timer is None:
-            first = queue.first_due()
-            if first is not None:
-                self._timer = loop.call_at(first, self._ring)
-                self._timer_when = first
+        # the first moment left: a home judged may have set the timer for a later one,
+        # and those of a bunch past `RING_BATCH` are due already (they ring next turn)
+        first = queue.first_due()
+        if first is not None and (self._timer is None or first < self._timer_when):
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_at(first, self._ring)
+            self._timer_when = first
