@@ -155,6 +155,34 @@ class Recorder:
                 self.lags.append(sent - before - self.period)
 
 
+class Stalls:
+    """How long the event loop was held: the lateness of a 5 ms sleep, over and over.
+
+    A poll due while the loop is held goes out late by up to as much, so the longest
+    stalls bound the interval lag from the observer's own side.
+    """
+
+    TICK = 0.005
+    #: stalls longer than this are counted
+    COUNTED = 0.02
+
+    def __init__(self) -> None:
+        self.measuring = False
+        self.longest = 0.0
+        self.counted = 0
+
+    async def watch(self) -> None:
+        clock = time.perf_counter
+        while True:
+            before = clock()
+            await asyncio.sleep(self.TICK)
+            late = clock() - before - self.TICK
+            if self.measuring:
+                self.longest = max(self.longest, late)
+                if late > self.COUNTED:
+                    self.counted += 1
+
+
 def a_policy(period: float) -> CapacityPolicy:
     return CapacityPolicy(
         path="/capacity",
@@ -177,9 +205,11 @@ async def observe(
     warmup: float,
     keep_lags: bool,
     collections: Collections,
+    stalls: Stalls | None = None,
 ) -> tuple[Recorder, float, float]:
     """Run the observer; returns its recorder, polls/s and CPU seconds per 1,000 polls."""
     recorder = Recorder(period if keep_lags else None)
+    watching = None if stalls is None else asyncio.ensure_future(stalls.watch())
     async with PollClient(RequestBudget(budget), 65536, keepalive_seconds=15.0) as client:
         observer = Observer(client, lambda key, verdict: None, stats=recorder)
         policy = a_policy(period)
@@ -189,12 +219,16 @@ async def observe(
         await observer.start()
         await asyncio.sleep(warmup)
         recorder.measuring = True  # the intervals that end after the warm-up
+        if stalls is not None:
+            stalls.measuring = True
         collections.measure()
         count0, cpu0, t0 = recorder.count, time.process_time(), time.monotonic()
         await asyncio.sleep(seconds)
         polls = recorder.count - count0
         cpu, wall = time.process_time() - cpu0, time.monotonic() - t0
         collections.done()
+        if watching is not None:
+            watching.cancel()
         await observer.stop()
     return recorder, polls / wall, cpu / max(polls, 1) * 1000
 
@@ -235,6 +269,7 @@ async def run_phase(args: argparse.Namespace, endpoint: str) -> dict[str, object
         )
         result.update(rate=rate, cpu=cpu, failed=recorder.failures)
     else:
+        stalls = Stalls()
         recorder, rate, cpu = await observe(
             endpoint,
             args.lag_homes,
@@ -244,9 +279,11 @@ async def run_phase(args: argparse.Namespace, endpoint: str) -> dict[str, object
             args.lag_warmup,
             True,
             collections,
+            stalls,
         )
         result.update(rate=rate, cpu=cpu, failed=recorder.failures)
         result["lags"] = recorder.lags.tolist()
+        result.update(longest_stall=stalls.longest, stalls=stalls.counted)
     result["longest_gc"] = collections.longest
     result["longest_gc_measured"] = collections.longest_measured
     result["longest_gc_measured_cpu"] = collections.longest_measured_cpu
@@ -372,6 +409,10 @@ def report(args: argparse.Namespace, endpoint: str, wrk_rate: float) -> None:
             f"median {statistics.median(lags) * 1000:.1f} ms, "
             f"p99 {percentile(lags, 0.99) * 1000:.1f} ms, max {max(lags) * 1000:.1f} ms"
         )
+    print(
+        f"    event loop held: longest {lagged['longest_stall'] * 1000:.1f} ms, "
+        f"{lagged['stalls']} times over {Stalls.COUNTED * 1000:.0f} ms after the warm-up"
+    )
 
 
 LABELS = {
