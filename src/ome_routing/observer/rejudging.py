@@ -1,8 +1,8 @@
 """When the observer judges a home again between its polls: one timer for every home.
 
-Only age changes a window between polls (`capacity.next_change`: a reading reaching
-`maxAge`), so after a poll the observer judges the home again at that moment if it
-comes before the next poll. An event-loop timer per home would cost a timer handle on
+Only age changes a window between polls (`capacity.next_change`: the moment a reading
+reaching `maxAge` changes the verdict), so after a poll the observer judges the home
+again at that moment if it comes before the next poll. An event-loop timer per home would cost a timer handle on
 nearly every poll, armed as the poll lands and called off as the next goes out. Here
 the moments wait in one `DueQueue`, where they mostly arrive in order (each is a
 reading's stamp plus `maxAge`), and one timer rings for the first of them. A moment
