@@ -220,6 +220,12 @@ def print_heap(base: Any, loaded: Any, homes: int, top: int) -> None:
         )
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds the process has used (`/proc/<pid>/stat`)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -497,14 +503,17 @@ async def main_async(
         watcher = asyncio.create_task(count_events())
         w0 = await writes_total(metrics_url)
         log(f"steady state: counting writes for {args.steady_seconds}s")
+        cpu0, t0 = cpu_seconds(controller.pid), time.monotonic()
         await asyncio.sleep(args.steady_seconds)
+        steady_cpu = (cpu_seconds(controller.pid) - cpu0) / (time.monotonic() - t0)
         w1 = await writes_total(metrics_url)
         watcher.cancel()
         steady_writes = (w1 - w0) * 60 / args.steady_seconds
         steady_events = events * 60 / args.steady_seconds
         log(
             f"steady state: {steady_writes:.2f} writes a minute, {steady_events:.2f} TrafficMap "
-            f"events a minute; resident {loaded_rss / 2**20:.1f} MiB "
+            f"events a minute, the controller at {steady_cpu:.2f} of a CPU; "
+            f"resident {loaded_rss / 2**20:.1f} MiB "
             f"({(loaded_rss - base_rss) / homes / 1024:.2f} KiB per home)"
         )
 
@@ -563,6 +572,7 @@ async def main_async(
             "poll_to_write_p99_ms": round(pct(from_poll, 0.99) * 1000, 1),
             "steady_writes_per_minute": round(steady_writes, 2),
             "steady_trafficmap_events_per_minute": round(steady_events, 2),
+            "steady_controller_cpu": round(steady_cpu, 3),
             "rss_base_mib": round(base_rss / 2**20, 1),
             "rss_loaded_mib": round(loaded_rss / 2**20, 1),
             "memory_per_home_kib": round((loaded_rss - base_rss) / homes / 1024, 2),
