@@ -2,8 +2,9 @@
 
 Only age changes a window between polls (`capacity.next_change`: the moment a reading
 reaching `maxAge` changes the verdict), so after a poll the observer judges the home
-again at that moment if it comes before the next poll. An event-loop timer per home would cost a timer handle on
-nearly every poll, armed as the poll lands and called off as the next goes out. Here
+again at that moment if it comes before the next poll. An event-loop timer per home
+would cost a timer handle on nearly every poll, armed as the poll lands and called off
+as the next goes out. Here
 the moments wait in one `DueQueue`, where they mostly arrive in order (each is a
 reading's stamp plus `maxAge`), and one timer rings for the first of them. A moment
 stands for the poll that set it (the home's `picked`): a home polled again since, or
@@ -41,11 +42,15 @@ class Rejudging:
     def add(self, loop: asyncio.AbstractEventLoop, home: Home, when: float) -> None:
         """Call `on_due(home)` at `when` (loop seconds), unless the home is polled first."""
         self._queue.push((home, home.picked), when, _LANE)
+        self._loop = loop
+        self._arm(loop, when)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        """Ring at `when` unless the timer already rings before it."""
         timer = self._timer
         if timer is None or when < self._timer_when:
             if timer is not None:
                 timer.cancel()
-            self._loop = loop
             self._timer = loop.call_at(when, self._ring)
             self._timer_when = when
 
@@ -74,8 +79,5 @@ class Rejudging:
         # the first moment left: a home judged may have set the timer for a later one,
         # and those of a bunch past `RING_BATCH` are due already (they ring next turn)
         first = queue.first_due()
-        if first is not None and (self._timer is None or first < self._timer_when):
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = loop.call_at(first, self._ring)
-            self._timer_when = first
+        if first is not None:
+            self._arm(loop, first)
