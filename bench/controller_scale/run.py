@@ -295,8 +295,11 @@ async def start_controller(
     name: str,
     traced: bool = False,
     frames: int = 1,
+    stalls: Path | None = None,
 ) -> tuple[subprocess.Popen[bytes], Any]:
-    """Start the controller (through `traced.py` if `traced`); returns once it has started."""
+    """Start the controller (through `traced.py` if `traced` or `stalls`); returns once it
+    has started. With `stalls`, the controller appends what held its event loop there."""
+    traced = traced or stalls is not None
     log_path = workdir / f"{name}.log"
     controller_log = log_path.open("wb")
     main = (
@@ -319,7 +322,12 @@ async def start_controller(
         ],
         stdout=controller_log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "HEAP_SNAPSHOT": str(workdir / "heap"), "HEAP_FRAMES": str(frames)},
+        env={
+            **os.environ,
+            "HEAP_SNAPSHOT": str(workdir / "heap"),
+            "HEAP_FRAMES": str(frames),
+            "STALL_LOG": str(stalls or ""),
+        },
     )
     while "controller started" not in log_path.read_text():
         if controller.poll() is not None:
@@ -420,6 +428,7 @@ async def main_async(
         "controller",
         traced or args.full_collection,
         1 if traced else 0,
+        args.stalls,
     )
     try:
         await asyncio.sleep(2)
@@ -489,9 +498,13 @@ async def main_async(
             log("after a full garbage collection:")
             print_heap(base_heap[1], loaded_heap[1], homes, args.heap_top)
         events = 0
-        listing = client.list(TrafficMap, namespace=ALL_NS, chunk_size=PAGE)
+        w0 = await writes_total(metrics_url)
+        # the watch starts from now: a first page gives the store's current revision (a
+        # whole paged list's is that of its first page, and the watch would replay every
+        # write made while the rest of the list was read)
+        listing = client.list(TrafficMap, namespace=ALL_NS, chunk_size=1)
         async for _ in listing:
-            pass
+            break
 
         async def count_events() -> None:
             nonlocal events
@@ -501,7 +514,6 @@ async def main_async(
                 events += 1
 
         watcher = asyncio.create_task(count_events())
-        w0 = await writes_total(metrics_url)
         log(f"steady state: counting writes for {args.steady_seconds}s")
         cpu0, t0 = cpu_seconds(controller.pid), time.monotonic()
         await asyncio.sleep(args.steady_seconds)
@@ -550,6 +562,10 @@ async def main_async(
                 await asyncio.sleep(0.01)
             from_change.append(seen[(home, value)] - changed)
             from_poll.append(seen[(home, value)] - reporter.first_seen[(home, value)])
+            log(
+                f"trial {trial}: {home} = {value}, written {from_change[-1] * 1000:.0f} ms "
+                f"after the change, {from_poll[-1] * 1000:.0f} ms after the poll"
+            )
             reporter.awaiting.discard((home, value))
             seen.pop((home, value))
             reporter.first_seen.pop((home, value), None)
@@ -629,7 +645,17 @@ def main() -> None:
         help="also measure memory per home after a full garbage collection in the controller "
         "(as its own, once its heap has grown by a quarter, would leave it)",
     )
+    parser.add_argument(
+        "--stalls",
+        type=Path,
+        metavar="FILE",
+        help="the controller appends to FILE every hold-up of its event loop, garbage "
+        "collection and malloc_trim of 100 ms or more, and where the loop was held "
+        "(bench/controller_scale/traced.py); the bench's own log lines carry the same clock",
+    )
     args = parser.parse_args()
+    if args.stalls is not None:
+        args.stalls = args.stalls.resolve()
     tools = ensure_tools(progress=log)
     with (
         tempfile.TemporaryDirectory(prefix="controller-bench-") as tmp,
