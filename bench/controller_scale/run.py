@@ -8,8 +8,10 @@ with a fresh report. Measured in one run:
   both from the change and from the first poll that saw it (the latter is the controller's
   own share; the former adds up to one poll period). Measured on extra services whose
   homes answer from an in-process reporter, with a poll of samples 1, quorum 1, period 1s;
-- API writes per minute in steady state, from the controller's write counter and,
-  independently, from the TrafficMap watch events (target: 0);
+- API writes per minute in steady state, from the routing controller's write counter and,
+  independently, from the TrafficMap watch events by writer, the publisher's too (target:
+  0); the steady minute starts once no map has changed for 15 s (the publisher follows
+  the routing controller's writes for a while after every home has a ceiling);
 - controller memory per home: resident memory after convergence minus before any
   service existed, divided by the number of homes.
 
@@ -117,6 +119,62 @@ def reported(tmap: Any) -> int:
     """How many of a TrafficMap's homes have a ceiling (`capacity.reported`)."""
     entries = (tmap.get("spec") or {}).get("entries") or []
     return sum(1 for e in entries if "reported" in (e.get("capacity") or {}))
+
+
+def last_writer(obj: Any) -> str:
+    """Who made a watch event's change: the field manager of the newest `managedFields`
+    entry (the routing controller's `ome-routing`, the publisher's
+    `ome-routing-publisher`), with its subresource."""
+    entries = (obj.get("metadata") or {}).get("managedFields") or []
+    if not entries:
+        return "unknown"
+    newest = max(entries, key=lambda entry: str(entry.get("time") or ""))
+    subresource = newest.get("subresource")
+    manager = str(newest.get("manager") or "unknown")
+    return f"{manager}/{subresource}" if subresource else manager
+
+
+#: Seconds without a TrafficMap event after which the maps are taken to be at rest.
+QUIET_SECONDS = 15.0
+
+
+async def current_revision(client: AsyncClient) -> str:
+    """The store's revision now, from the first page of a list of one map."""
+    listing = client.list(TrafficMap, namespace=ALL_NS, chunk_size=1)
+    async for _ in listing:
+        break
+    return listing.resourceVersion
+
+
+async def wait_for_rest(client: AsyncClient, writers: dict[str, int], limit: float) -> float:
+    """Seconds until no TrafficMap changed for `QUIET_SECONDS`; counts the events until
+    then by writer (`last_writer`). A watch that ends or fails starts over from now."""
+    started = time.monotonic()
+    last = started
+
+    async def watch() -> None:
+        nonlocal last
+        while True:
+            try:
+                revision = await current_revision(client)
+                async for _kind, obj in client.watch(
+                    TrafficMap, namespace=ALL_NS, resource_version=revision
+                ):
+                    last = time.monotonic()
+                    writer = last_writer(obj)
+                    writers[writer] = writers.get(writer, 0) + 1
+            except (ApiError, httpx2.HTTPError) as err:
+                log(f"watching TrafficMaps for rest: {err}; watching again")
+
+    watcher = asyncio.create_task(watch())
+    try:
+        while time.monotonic() - last < QUIET_SECONDS:
+            if time.monotonic() - started > limit:
+                raise SystemExit(f"TrafficMaps still changing {limit:.0f}s after convergence")
+            await asyncio.sleep(0.5)
+    finally:
+        watcher.cancel()
+    return last - started
 
 
 async def wait_for_ceilings(client: AsyncClient, homes: int, started: float, limit: float) -> None:
@@ -485,7 +543,15 @@ async def main_async(
         converged = time.monotonic() - started
         log(f"every home has a ceiling after {converged:.1f}s")
 
-        await asyncio.sleep(15)
+        # the publisher follows the routing controller's writes (a finalizer, its claim and
+        # status for every map, again for each new generation): at rest is when it is done
+        rest_writers: dict[str, int] = {}
+        resting = await wait_for_rest(client, rest_writers, args.converge_limit)
+        log(
+            f"TrafficMaps at rest {resting:.1f}s after every home had a ceiling "
+            f"(no event for {QUIET_SECONDS:.0f}s); events until then by writer: "
+            f"{rest_writers or 'none'}"
+        )
         loaded_rss = rss_bytes(controller.pid)
         collected_rss = None
         if args.full_collection:
@@ -502,16 +568,19 @@ async def main_async(
         # the watch starts from now: a first page gives the store's current revision (a
         # whole paged list's is that of its first page, and the watch would replay every
         # write made while the rest of the list was read)
-        listing = client.list(TrafficMap, namespace=ALL_NS, chunk_size=1)
-        async for _ in listing:
-            break
+        revision = await current_revision(client)
+
+        #: the steady minute's events by the field manager (and subresource) of the write
+        writers: dict[str, int] = {}
 
         async def count_events() -> None:
             nonlocal events
-            async for _kind, _obj in client.watch(
-                TrafficMap, namespace=ALL_NS, resource_version=listing.resourceVersion
+            async for _kind, obj in client.watch(
+                TrafficMap, namespace=ALL_NS, resource_version=revision
             ):
                 events += 1
+                writer = last_writer(obj)
+                writers[writer] = writers.get(writer, 0) + 1
 
         watcher = asyncio.create_task(count_events())
         log(f"steady state: counting writes for {args.steady_seconds}s")
@@ -524,7 +593,8 @@ async def main_async(
         steady_events = events * 60 / args.steady_seconds
         log(
             f"steady state: {steady_writes:.2f} writes a minute, {steady_events:.2f} TrafficMap "
-            f"events a minute, the controller at {steady_cpu:.2f} of a CPU; "
+            f"events a minute (by writer: {writers or 'none'}), the controller at "
+            f"{steady_cpu:.2f} of a CPU; "
             f"resident {loaded_rss / 2**20:.1f} MiB "
             f"({(loaded_rss - base_rss) / homes / 1024:.2f} KiB per home)"
         )
@@ -582,12 +652,15 @@ async def main_async(
             "homes": homes,
             "create_seconds": round(created, 1),
             "converge_seconds": round(converged, 1),
+            "at_rest_after_converged_seconds": round(resting, 1),
+            "events_until_rest_by_writer": rest_writers,
             "change_to_write_p50_ms": round(statistics.median(from_change) * 1000, 1),
             "change_to_write_p99_ms": round(pct(from_change, 0.99) * 1000, 1),
             "poll_to_write_p50_ms": round(statistics.median(from_poll) * 1000, 1),
             "poll_to_write_p99_ms": round(pct(from_poll, 0.99) * 1000, 1),
             "steady_writes_per_minute": round(steady_writes, 2),
             "steady_trafficmap_events_per_minute": round(steady_events, 2),
+            "steady_trafficmap_events_by_writer": writers,
             "steady_controller_cpu": round(steady_cpu, 3),
             "rss_base_mib": round(base_rss / 2**20, 1),
             "rss_loaded_mib": round(loaded_rss / 2**20, 1),
