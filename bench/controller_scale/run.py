@@ -146,35 +146,59 @@ async def current_revision(client: AsyncClient) -> str:
     return listing.resourceVersion
 
 
-async def wait_for_rest(client: AsyncClient, writers: dict[str, int], limit: float) -> float:
-    """Seconds until no TrafficMap changed for `QUIET_SECONDS`; counts the events until
-    then by writer (`last_writer`). A watch that ends or fails starts over from now."""
-    started = time.monotonic()
-    last = started
+class MapEvents:
+    """A watch of every TrafficMap from the store's revision at `start`: its events by
+    writer (`last_writer`), and when the last one came. A watch that ends or fails
+    starts over from the revision then."""
 
-    async def watch() -> None:
-        nonlocal last
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+        self.writers: dict[str, int] = {}
+        self.started = self.last = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def count(self) -> int:
+        return sum(self.writers.values())
+
+    async def start(self) -> None:
+        revision = await current_revision(self._client)
+        self.started = self.last = time.monotonic()
+        self._task = asyncio.create_task(self._watch(revision))
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _watch(self, revision: str | None) -> None:
         while True:
             try:
-                revision = await current_revision(client)
-                async for _kind, obj in client.watch(
+                if revision is None:
+                    revision = await current_revision(self._client)
+                async for _kind, obj in self._client.watch(
                     TrafficMap, namespace=ALL_NS, resource_version=revision
                 ):
-                    last = time.monotonic()
+                    self.last = time.monotonic()
                     writer = last_writer(obj)
-                    writers[writer] = writers.get(writer, 0) + 1
+                    self.writers[writer] = self.writers.get(writer, 0) + 1
             except (ApiError, httpx2.HTTPError) as err:
-                log(f"watching TrafficMaps for rest: {err}; watching again")
+                log(f"watching TrafficMaps: {err}; watching again")
+            revision = None
 
-    watcher = asyncio.create_task(watch())
+
+async def wait_for_rest(client: AsyncClient, limit: float) -> tuple[float, dict[str, int]]:
+    """Seconds until no TrafficMap changed for `QUIET_SECONDS`, and the events until then
+    by writer."""
+    events = MapEvents(client)
+    await events.start()
     try:
-        while time.monotonic() - last < QUIET_SECONDS:
-            if time.monotonic() - started > limit:
+        while time.monotonic() - events.last < QUIET_SECONDS:
+            if time.monotonic() - events.started > limit:
                 raise SystemExit(f"TrafficMaps still changing {limit:.0f}s after convergence")
             await asyncio.sleep(0.5)
     finally:
-        watcher.cancel()
-    return last - started
+        events.stop()
+    return events.last - events.started, events.writers
 
 
 async def wait_for_ceilings(client: AsyncClient, homes: int, started: float, limit: float) -> None:
@@ -545,8 +569,7 @@ async def main_async(
 
         # the publisher follows the routing controller's writes (a finalizer, its claim and
         # status for every map, again for each new generation): at rest is when it is done
-        rest_writers: dict[str, int] = {}
-        resting = await wait_for_rest(client, rest_writers, args.converge_limit)
+        resting, rest_writers = await wait_for_rest(client, args.converge_limit)
         log(
             f"TrafficMaps at rest {resting:.1f}s after every home had a ceiling "
             f"(no event for {QUIET_SECONDS:.0f}s); events until then by writer: "
@@ -563,34 +586,21 @@ async def main_async(
             print_heap(base_heap[0], loaded_heap[0], homes, args.heap_top)
             log("after a full garbage collection:")
             print_heap(base_heap[1], loaded_heap[1], homes, args.heap_top)
-        events = 0
         w0 = await writes_total(metrics_url)
         # the watch starts from now: a first page gives the store's current revision (a
         # whole paged list's is that of its first page, and the watch would replay every
         # write made while the rest of the list was read)
-        revision = await current_revision(client)
-
-        #: the steady minute's events by the field manager (and subresource) of the write
-        writers: dict[str, int] = {}
-
-        async def count_events() -> None:
-            nonlocal events
-            async for _kind, obj in client.watch(
-                TrafficMap, namespace=ALL_NS, resource_version=revision
-            ):
-                events += 1
-                writer = last_writer(obj)
-                writers[writer] = writers.get(writer, 0) + 1
-
-        watcher = asyncio.create_task(count_events())
+        events = MapEvents(client)
+        await events.start()
         log(f"steady state: counting writes for {args.steady_seconds}s")
         cpu0, t0 = cpu_seconds(controller.pid), time.monotonic()
         await asyncio.sleep(args.steady_seconds)
         steady_cpu = (cpu_seconds(controller.pid) - cpu0) / (time.monotonic() - t0)
         w1 = await writes_total(metrics_url)
-        watcher.cancel()
+        events.stop()
+        writers = events.writers
         steady_writes = (w1 - w0) * 60 / args.steady_seconds
-        steady_events = events * 60 / args.steady_seconds
+        steady_events = events.count * 60 / args.steady_seconds
         log(
             f"steady state: {steady_writes:.2f} writes a minute, {steady_events:.2f} TrafficMap "
             f"events a minute (by writer: {writers or 'none'}), the controller at "
