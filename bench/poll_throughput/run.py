@@ -297,14 +297,16 @@ def start_phase(endpoint: str, name: str, *extra: str) -> subprocess.Popen[str]:
 
     `against` is the observer's phase (c) run on the source tree of `--against`.
     """
-    env = None
+    # the observer of this tree, whatever the environment installed (a worktree's run
+    # must not measure the main checkout's); (c) of `--against` runs that tree's instead
+    source = str(Path(__file__).resolve().parents[2] / "src")
     if name == "against":
         name = "saturate"
         source = str(Path(AGAINST[0], "src").resolve())
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])),
-        }
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])),
+    }
     command = [sys.executable, __file__, *sys.argv[1:], "--phase", name, "--endpoint", endpoint]
     return subprocess.Popen(
         [*command, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env

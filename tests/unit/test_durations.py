@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -190,6 +192,19 @@ class TestArithmeticAndConversions:
     def test_seconds_and_of_seconds_agree(self) -> None:
         assert Duration.of_seconds(1.5) == Duration.parse("1.5s")
         assert Duration.parse("250ms").seconds == 0.25
+
+    @given(st.integers(min_value=MIN_NANOSECONDS, max_value=MAX_NANOSECONDS))
+    @settings(max_examples=100)
+    def test_seconds_follow_the_nanoseconds_and_take_no_part_in_comparisons(
+        self, nanoseconds: int
+    ) -> None:
+        duration = Duration(nanoseconds)
+        assert duration.seconds == nanoseconds / SECOND
+        assert replace(duration, nanoseconds=nanoseconds * 2).seconds == nanoseconds * 2 / SECOND
+        assert pickle.loads(pickle.dumps(duration)).seconds == duration.seconds
+        twin = Duration(nanoseconds)
+        assert twin == duration and hash(twin) == hash(duration)
+        assert repr(duration) == f"Duration(nanoseconds={nanoseconds})"
 
     @pytest.mark.parametrize(
         ("nanoseconds", "truncated", "ceiling"),

@@ -153,6 +153,33 @@ class Window:
     ranked: tuple[int, ...] | None = field(default=None, compare=False, repr=False)
 
 
+_new_window = object.__new__
+# the slots' own setters: a frozen dataclass's `__init__` sets each field through
+# `object.__setattr__`, which costs about half as much again on every poll
+_SET_WINDOW = tuple(
+    getattr(Window, name).__set__
+    for name in ("settings", "readings", "failure", "stale", "ordered", "ranked")
+)
+
+
+def _fresh_window(
+    settings: WindowSettings, readings: tuple[Reading, ...], ranked: tuple[int, ...]
+) -> Window:
+    """`Window(settings, readings, None, False, True, ranked)`, made for the usual poll.
+
+    The readings are in order, fresh, with `ranked` their counts lowest first.
+    """
+    window = _new_window(Window)
+    set_settings, set_readings, set_failure, set_stale, set_ordered, set_ranked = _SET_WINDOW
+    set_settings(window, settings)
+    set_readings(window, readings)
+    set_failure(window, None)
+    set_stale(window, False)
+    set_ordered(window, True)
+    set_ranked(window, ranked)
+    return window
+
+
 def empty_window(settings: WindowSettings) -> Window:
     """A window with nothing in it: at start, on leadership, on a policy or endpoint change."""
     return Window(settings)
@@ -239,7 +266,7 @@ def _first(settings: WindowSettings, reading: Reading, now: datetime) -> Window 
     except OverflowError:  # before year 1
         return None
     if cutoff < reading.observed_at <= now:
-        return Window(settings, (reading,), None, False, True, (reading.servable,))
+        return _fresh_window(settings, (reading,), (reading.servable,))
     return None
 
 
@@ -270,11 +297,12 @@ def _steady(window: Window, reading: Reading, now: datetime) -> Window | None:
     if ranked is None:
         ranked = tuple(sorted(map(_SERVABLE, kept)))
     elif not drop:
-        ranked = _reranked(ranked, (), reading.servable)
+        servable = reading.servable
+        # while the window fills, a steady count goes last: no list, no search
+        ranked = (*ranked, servable) if servable >= ranked[-1] else _reranked(ranked, (), servable)
     elif oldest.servable != reading.servable:
         ranked = _reranked(ranked, (oldest,), reading.servable)
-    # by position: a dataclass's keyword arguments cost more, on every poll
-    return Window(settings, kept, None, False, True, ranked)
+    return _fresh_window(settings, kept, ranked)
 
 
 def _reranked(ranked: tuple[int, ...], gone: Sequence[Reading], added: int) -> tuple[int, ...]:

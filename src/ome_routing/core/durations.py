@@ -13,7 +13,7 @@ message is Go's without the `time: ` prefix, quoting the text as Go does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import total_ordering
 
@@ -50,6 +50,11 @@ class Duration:
     """A span of time in whole nanoseconds, printed the way Go prints it."""
 
     nanoseconds: int
+    #: the span in seconds (derived): asked for several times on every poll
+    seconds: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seconds", self.nanoseconds / SECOND)
 
     @classmethod
     def parse(cls, text: str) -> Duration:
@@ -58,10 +63,6 @@ class Duration:
     @classmethod
     def of_seconds(cls, seconds: float) -> Duration:
         return cls(round(seconds * SECOND))
-
-    @property
-    def seconds(self) -> float:
-        return self.nanoseconds / SECOND
 
     def as_timedelta(self) -> timedelta:
         """The duration in whole microseconds, truncated toward zero (as Go's division)."""

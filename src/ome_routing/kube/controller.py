@@ -51,6 +51,7 @@ from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
 from ome_routing.observer.budget import RequestBudget
 from ome_routing.observer.failures import Outcome
+from ome_routing.observer.homes import wall_clock
 from ome_routing.observer.observer import Observer, PollEvent
 from ome_routing.observer.polling import PollClient
 from ome_routing.observer.prober import ProbeEvent, Prober
@@ -110,7 +111,7 @@ class Controller:
         config: OperatorConfig,
         metrics: RoutingMetrics,
         *,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], datetime] = wall_clock,
         poll_client_factory: Callable[[RequestBudget, int], PollClient] | None = None,
         caches: SharedCaches | None = None,
     ) -> None:

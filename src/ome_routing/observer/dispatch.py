@@ -34,6 +34,7 @@ class Dispatcher:
 
     def __init__(self, client: PollClient) -> None:
         self._client = client
+        self._budget = client.budget
         self._phase = Phase.STARTING
         #: scheduled homes by due time; retired ones stay until they reach the front
         self._queue: DueQueue[Home] = DueQueue()
@@ -87,7 +88,8 @@ class Dispatcher:
             return
         loop = self._loop
         assert loop is not None
-        budget = self._client.budget
+        budget = self._budget
+        queue = self._queue
         self._pumping = True
         # one moment for the turn: the polls it sends go out together at its end
         now = loop.time()
@@ -107,7 +109,10 @@ class Dispatcher:
                     else:
                         self._set_timer(loop)
                     return
-                home = self._take(now)
+                # `_take`, written out: this runs on every poll
+                home = queue.pop_due(now)
+                while home is not None and home.retired:
+                    home = queue.pop_due(now)
                 if home is None:
                     budget.release()
                     self._set_timer(loop)
@@ -124,7 +129,7 @@ class Dispatcher:
         loop = self._loop
         assert loop is not None
         now = loop.time()
-        budget = self._client.budget
+        budget = self._budget
         budget.passed(now - since)
         home = self._take(now)
         if home is None:
@@ -156,7 +161,7 @@ class Dispatcher:
         self._queue.clear()
         places, self._places = self._places, {}
         for place in places:
-            self._client.budget.stop_waiting(place)
+            self._budget.stop_waiting(place)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

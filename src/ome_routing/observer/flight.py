@@ -86,24 +86,24 @@ class Landing(Protocol):
     ) -> None: ...
 
 
-class ReportCache:
-    """The readings of recent short bodies, by their bytes."""
+class ReportCache(dict[bytes, Reading]):
+    """The readings of recent short bodies, by their bytes.
 
-    __slots__ = ("_readings",)
+    A dict: a poll looks its body up with `get` (no call of ours), and calls `read` only
+    for bytes not seen yet.
+    """
 
-    def __init__(self) -> None:
-        self._readings: dict[bytes, Reading] = {}
+    __slots__ = ()
 
     def read(self, body: bytes) -> Reading:
         """`parse_report(body)`: the kept reading of the same bytes, if there is one."""
-        readings = self._readings
-        reading = readings.get(body)
+        reading = self.get(body)
         if reading is None:
             reading = parse_report(body)  # a ReportError is never kept
             if len(body) <= _CACHED_BODY_BYTES:
-                if len(readings) >= _CACHED_READINGS:
-                    readings.clear()
-                readings[body] = reading
+                if len(self) >= _CACHED_READINGS:
+                    self.clear()
+                self[body] = reading
         return reading
 
 
@@ -154,12 +154,14 @@ class Flight:
         "_armed",
         "_connecting",
         "_connection",
+        "_landing",
         "_on_result",
         "_over",
         "_request",
         "_retried",
         "_sender",
         "_start",
+        "_tag",
         "_timeout",
         "_waited",
         "when",
@@ -186,6 +188,8 @@ class Flight:
         self._connecting: asyncio.Task[None] | None = None
         self._over = False
         self._retried = False
+        self._landing: Landing | None = None
+        self._tag: Any = None
 
     def launch(self) -> None:
         """Send the request (the caller holds a slot of the budget for it)."""
@@ -228,11 +232,14 @@ class Flight:
             return
         sender = self._sender
         latency = sender.loop.time() - self._start
-        try:
-            reading = sender.reports.read(result)
-        except ReportError as err:
-            self._end(Outcome.INVALID_REPORT, None, err.reason, latency)
-            return
+        reports = sender.reports
+        reading = reports.get(result)
+        if reading is None:
+            try:
+                reading = reports.read(result)
+            except ReportError as err:
+                self._end(Outcome.INVALID_REPORT, None, err.reason, latency)
+                return
         self._end(Outcome.OK, reading, None, latency)
 
     def set_exception(self, exception: BaseException, /) -> None:
@@ -303,17 +310,14 @@ class Flight:
         if self._armed:
             sender.deadlines.drop(self)
         sender.budget.release()
-        self._land(outcome, reading, reason, latency)
-
-    def _land(
-        self, outcome: Outcome, reading: Reading | None, reason: str | None, latency: float
-    ) -> None:
-        """Hand the result over (the slot is free); a subclass may take it apart instead."""
-        self._on_result(PollResult(outcome, reading, reason, self._waited, latency))
-
-
-def _no_result(result: PollResult) -> None:
-    return None
+        # the result handed over, the slot being free: field by field to a landing (a
+        # `TaggedFlight`), or as a `PollResult` (no landing: not the flight itself, which
+        # would make a cycle of every poll)
+        landing = self._landing
+        if landing is None:
+            self._on_result(PollResult(outcome, reading, reason, self._waited, latency))
+        else:
+            landing._landed(self._tag, outcome, reading, reason, latency)
 
 
 class TaggedFlight(Flight):
@@ -323,7 +327,7 @@ class TaggedFlight(Flight):
     are made for it; `tag` is the home.
     """
 
-    __slots__ = ("_landing", "_tag")
+    __slots__ = ()
 
     def __init__(
         self,
@@ -333,20 +337,14 @@ class TaggedFlight(Flight):
         landing: Landing,
         tag: Any,
     ) -> None:
-        # Flight's fields set here rather than through its `__init__`: one call less a poll
+        # Flight's fields set here rather than through its `__init__`: one call less a poll;
+        # `_on_result` and `_waited` make a `PollResult`, which a tagged flight does not
         self._sender = sender
         self._request = request
         self._timeout = timeout
-        self._on_result = _no_result
-        self._waited = 0.0
         self._start = self.when = 0.0
         self._armed = self._over = self._retried = False
         self._connection = None
         self._connecting = None
         self._landing = landing
         self._tag = tag
-
-    def _land(
-        self, outcome: Outcome, reading: Reading | None, reason: str | None, latency: float
-    ) -> None:
-        self._landing._landed(self._tag, outcome, reading, reason, latency)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from ome_routing.core.capacity import Verdict, Window, WindowSettings
 from ome_routing.core.pollrules import CapacityPolicy
@@ -27,8 +27,9 @@ HomeKey = Hashable
 Clock = Callable[[], datetime]
 
 
-def wall_clock() -> datetime:
-    return datetime.now(UTC)
+#: The wall clock, in UTC. A `partial`, not a function: it is read on every poll, and the
+#: call of a function of ours would come on top of `datetime.now`'s.
+wall_clock: Clock = partial(datetime.now, UTC)
 
 
 class Phase(Enum):
