@@ -302,11 +302,12 @@ class Connection(asyncio.Protocol):
     # --- llhttp's callbacks ------------------------------------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if len(name) == 14 and name.lower() == b"content-length":
+        size = len(name)  # once: most headers are neither
+        if size == 14 and name.lower() == b"content-length":
             self._declared = True
             if not self._probe and value.strip().isdigit() and int(value) > self._limit:
                 self._failure = failures.too_large(self._limit)
-        elif len(name) == 17 and name.lower() == b"transfer-encoding":
+        elif size == 17 and name.lower() == b"transfer-encoding":
             self._declared = True
 
     def on_headers_complete(self) -> None:
