@@ -31,7 +31,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lightkube import ApiError, AsyncClient
