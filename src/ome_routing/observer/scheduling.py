@@ -62,11 +62,10 @@ class DueQueue(Generic[T]):
     comparisons on memory that is cold by then. Items that are pushed with a `lane` (the
     observer's: a period, or "late") mostly arrive in due order within it, since each
     comes back one period after it was due: those go to the end of the lane's queue,
-    those a little out of order (polls underway at once end out of the order they
-    went out in) into their place near its end, and only the few that would break its
-    order further go to the heap. Taking looks at the
-    front of every lane and of the heap. At most `max_lanes` lanes are kept; items of
-    other lanes go to the heap too.
+    those a little out of order (polls underway at once end out of the order they went
+    out in) into their place near its end, and only the few that would break its order
+    further go to the heap. Taking looks at the front of every lane and of the heap. At
+    most `max_lanes` lanes are kept; items of other lanes go to the heap too.
     """
 
     def __init__(self, max_lanes: int = 16) -> None:
