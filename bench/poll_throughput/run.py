@@ -360,7 +360,8 @@ def report(args: argparse.Namespace, endpoint: str, wrk_rate: float) -> None:
         print(
             f"(c) observer, {args.saturate_homes} homes every {args.saturate_period}s: "
             f"{observed['rate']:9.0f} polls/s  ({observed['cpu']:.3f} CPU s per 1,000; "
-            f"{observed['failed']} failed; longest GC {observed['longest_gc'] * 1000:.1f} ms)"
+            f"{observed['failed']} failed; longest GC {observed['longest_gc'] * 1000:.1f} ms, "
+            f"in the measured seconds {observed['longest_gc_measured'] * 1000:.1f} ms)"
         )
         line = [f"(c)/(a) = {observed['rate'] / wrk_rate:.3f}"]
         for name in references:
