@@ -89,7 +89,6 @@ class Dispatcher:
         loop = self._loop
         assert loop is not None
         budget = self._budget
-        queue = self._queue
         self._pumping = True
         # one moment for the turn: the polls it sends go out together at its end
         now = loop.time()
@@ -109,10 +108,7 @@ class Dispatcher:
                     else:
                         self._set_timer(loop)
                     return
-                # `_take`, written out: this runs on every poll
-                home = queue.pop_due(now)
-                while home is not None and home.retired:
-                    home = queue.pop_due(now)
+                home = self._take(now)
                 if home is None:
                     budget.release()
                     self._set_timer(loop)

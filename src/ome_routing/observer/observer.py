@@ -327,19 +327,13 @@ class Observer(Dispatcher):
         # poll; one that is due again at once (the budget is saturated) is judged then
         waits = at < following
         home.change = change if waits else None
-        # `_held` and `_schedule`, written out: this runs on every poll
-        held = home.verdict
-        if judged.ceiling != held.ceiling or judged.fallback_reason != held.fallback_reason:
-            home.verdict = judged
-            if self._homes.get(home.key) is home:
-                self._on_change(home.key, judged)
+        self._held(home, judged)
         # `_set_wake`'s test, first without its call: most changes come after the next poll
         if waits and change is not None and at + (change - now).total_seconds() < following:
             self._set_wake(home, now, at, following)
         # the homes of one period come back in the order they were due; late ones
         # (due again at once) in the order they finished
-        home.due = following
-        self._queue.push(home, following, home.policy.period.seconds if waits else _LATE)
+        self._schedule(home, following, home.policy.period.seconds if waits else _LATE)
         # waited: from when the poll was due until its request went out
         # made as a tuple: a named tuple's own `__new__` is one more Python call a poll
         event = _new_event(PollEvent, (home.key, outcome, due, home.picked - due, latency))
