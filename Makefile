@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test check unit setup tools image demo clean
+.PHONY: test test-compiled check unit setup tools image demo clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -40,9 +40,17 @@ check: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-## test: everything CI runs: checks, then the whole test suite
+## test: everything CI runs: checks, the whole test suite, then the unit and integration
+## suites again on the poll path compiled with mypyc, as the controller image ships it
 test: check tools
 	$(BIN)/pytest
+	$(MAKE) --no-print-directory test-compiled
+
+## test-compiled: the unit and integration suites on the compiled poll path (cached build)
+test-compiled: $(STAMP)
+	tree="$$($(BIN)/ome-routing dev compiled --source .)" && \
+	  PYTHONPATH="$$tree" OME_ROUTING_EXPECT_COMPILED=1 \
+	    $(BIN)/pytest tests/unit tests/integration -p no:cacheprovider -q
 
 ## unit: the fast pure tests only
 unit: $(STAMP)

@@ -48,6 +48,7 @@ from nginx_reporter import nginx_reporter
 
 from ome_routing.core.durations import Duration
 from ome_routing.core.pollrules import CapacityPolicy
+from ome_routing.devcluster.compiled import build_compiled
 from ome_routing.observer import (
     Observer,
     Outcome,
@@ -298,8 +299,9 @@ def start_phase(endpoint: str, name: str, *extra: str) -> subprocess.Popen[str]:
     `against` is the observer's phase (c) run on the source tree of `--against`.
     """
     # the observer of this tree, whatever the environment installed (a worktree's run
-    # must not measure the main checkout's); (c) of `--against` runs that tree's instead
-    source = str(Path(__file__).resolve().parents[2] / "src")
+    # must not measure the main checkout's): compiled, as the image ships it, unless
+    # `--source`; (c) of `--against` runs that tree's source instead
+    source = TREE[0] if TREE else str(Path(__file__).resolve().parents[2] / "src")
     if name == "against":
         name = "saturate"
         source = str(Path(AGAINST[0], "src").resolve())
@@ -315,6 +317,8 @@ def start_phase(endpoint: str, name: str, *extra: str) -> subprocess.Popen[str]:
 
 #: the source tree of `--against`, if given
 AGAINST: list[str] = []
+#: the compiled tree of this checkout (`devcluster.compiled`), unless `--source`
+TREE: list[str] = []
 
 
 def figures_of(name: str, child: subprocess.Popen[str]) -> dict[str, Any]:
@@ -488,6 +492,12 @@ def main() -> None:
         "minimal (asyncio.Protocol + httptools), comma-separated",
     )
     parser.add_argument(
+        "--source",
+        action="store_true",
+        help="run the observer from this checkout's source rather than its poll path compiled "
+        "with mypyc (devcluster.compiled), which the controller image ships",
+    )
+    parser.add_argument(
         "--against",
         metavar="TREE",
         help="also run (c) in each round, at the same time, on the source tree TREE (its "
@@ -514,9 +524,15 @@ def main() -> None:
         tune_gc()  # to show the thresholds each phase runs with
         if args.no_pace:
             gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, 10)
+    if not args.source:
+        TREE.append(str(build_compiled(Path(__file__).resolve().parents[2], progress=print)))
     print(
         f"python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, {os.cpu_count()} CPUs, "
         f"gc thresholds {gc.get_threshold()}, loop {args.loop}, load average {load_average()}"
+    )
+    print(
+        "the observer: "
+        + ("this checkout's source" if args.source else f"compiled with mypyc, {TREE[0]}")
     )
     # nginx on one CPU, this process (and wrk, its child) on another: each phase gets the
     # same placement, instead of whatever the scheduler picks while it runs

@@ -27,6 +27,7 @@ from controller_harness import (
 from ome_routing import __version__
 from ome_routing.cli.validate import VALID_PREFIX
 from ome_routing.devcluster import LocalControlPlane
+from ome_routing.devcluster.compiled import HOT_MODULES
 from ome_routing.devcluster.image import GID, UID
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "ome-resources"
@@ -46,6 +47,26 @@ def test_the_process_runs_as_the_images_non_root_user(bundle: Path) -> None:
     result = Container(bundle, ["python3.11", "-c", script]).run()
     assert result.returncode == 0, result.stderr
     assert result.stdout.split(maxsplit=2)[:2] == [str(UID), str(GID)]
+
+
+def test_the_poll_path_in_the_image_is_the_compiled_one(
+    bundle: Path, chart_pod: PodSettings
+) -> None:
+    """Every module of the poll path imports its extension module (mypyc), on the image's
+    own Python."""
+    names = [module.removesuffix(".py").replace("/", ".") for module in HOT_MODULES]
+    script = (
+        "import importlib, json, sys\n"
+        f"names = {names!r}\n"
+        "json.dump({n: importlib.import_module(n).__file__ for n in names}, sys.stdout)"
+    )
+    result = Container(bundle, ["python3.11", "-c", script], pod=chart_pod).run()
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout)
+    assert sorted(loaded) == sorted(names)
+    assert all(path.endswith(".cpython-311-x86_64-linux-gnu.so") for path in loaded.values()), (
+        loaded
+    )
 
 
 def test_as_the_chart_runs_it_only_tmp_is_writable(bundle: Path, chart_pod: PodSettings) -> None:

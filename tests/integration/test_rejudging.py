@@ -7,20 +7,53 @@ underway, or one retired, is passed over when the moment comes.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import Counter
-from types import SimpleNamespace
+from datetime import UTC, datetime
 from typing import cast
 
 import pytest
 
-from ome_routing.observer.homes import Home
+from ome_routing.core.capacity import empty_window, verdict
+from ome_routing.core.durations import Duration
+from ome_routing.core.pollrules import CapacityPolicy
+from ome_routing.observer import PollClient, RequestBudget
+from ome_routing.observer.flight import TaggedFlight
+from ome_routing.observer.homes import Home, home_request, window_settings
+from ome_routing.observer.polling import PollRequest
 from ome_routing.observer.rejudging import RING_BATCH, Rejudging
 
 pytestmark = pytest.mark.timeout(10)
 
+ENDPOINT = "http://127.0.0.1:9"
+POLICY = CapacityPolicy(
+    path="/capacity",
+    method="GET",
+    format="Report",
+    samples=3,
+    quorum=1,
+    period=Duration.parse("10s"),
+    timeout=Duration.parse("1s"),
+    max_age=Duration.parse("30s"),
+)
+_KEYS = itertools.count()
+
+
+class _Nowhere:
+    """The landing of a poll that never ends."""
+
+    def _landed(self, *_: object) -> None:
+        raise AssertionError("the poll was never sent")
+
 
 def a_home(picked: float = 1.0) -> Home:
-    return cast(Home, SimpleNamespace(picked=picked, flight=None, retired=False))
+    """A home as the observer holds one (real objects: the compiled build checks types)."""
+    window = empty_window(window_settings(POLICY))
+    request = home_request(ENDPOINT, POLICY)
+    key = ("default", f"isvc-{next(_KEYS)}", "worker-a")
+    home = Home(key, ENDPOINT, POLICY, request, window, verdict(window, datetime.now(UTC)))
+    home.picked = picked
+    return home
 
 
 async def judged_after(rejudging: Rejudging, judged: list[Home], count: int) -> None:
@@ -55,10 +88,13 @@ async def test_a_moment_made_moot_by_a_later_poll_a_poll_underway_or_retirement_
     for home in (polled_again, underway, retired, kept):
         rejudging.add(loop, home, at)
     polled_again.picked = 2.0
-    underway.flight = cast(object, "a poll underway")  # type: ignore[assignment]
     retired.retired = True
-    await judged_after(rejudging, judged, 1)
-    await asyncio.sleep(0.03)
+    async with PollClient(RequestBudget(16), 65536) as client:
+        # a poll underway (never sent: only its presence counts)
+        request = cast(PollRequest, underway.request)
+        underway.flight = TaggedFlight(client.sender, request, POLICY.timeout, _Nowhere(), underway)
+        await judged_after(rejudging, judged, 1)
+        await asyncio.sleep(0.03)
     assert judged == [kept]
 
 

@@ -5,6 +5,8 @@
                        [--gateway-api]  ...with the Gateway API CRDs installed
     ome-routing dev down [--dir DIR]   stop them
     ome-routing dev image [--source DIR]  build the controller image (as root; cached)
+    ome-routing dev compiled [--source DIR]  compile the poll path with mypyc (cached);
+                                             prints the tree to put on PYTHONPATH
 
 `dev up` prints shell lines for stdout (`eval "$(ome-routing dev up)"` works); everything
 else, progress included, goes to stderr.
@@ -27,6 +29,7 @@ from ome_routing.devcluster import (
     cache_dir,
     ensure_tools,
 )
+from ome_routing.devcluster.compiled import CompileError, build_compiled
 from ome_routing.devcluster.gateway_tools import ensure_gateway_api_crds, ensure_traefik
 from ome_routing.devcluster.image import ImageError, build_image
 
@@ -148,6 +151,25 @@ def image(source: Path, force: bool) -> None:
         raise click.ClickException(str(error)) from error
     _progress(f"image ready in {time.monotonic() - started:.1f}s")
     click.echo(format_image(built.reference, built.digest, built.archive))
+
+
+@dev.command()
+@click.option(
+    "--source",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The checkout of ome-routing to compile.",
+)
+def compiled(source: Path) -> None:
+    """Compile the poll path with mypyc (cached) and print the tree to put on PYTHONPATH."""
+    started = time.monotonic()
+    try:
+        tree = build_compiled(source, progress=_progress)
+    except CompileError as error:
+        raise click.ClickException(str(error)) from error
+    _progress(f"compiled poll path ready in {time.monotonic() - started:.1f}s")
+    click.echo(str(tree))
 
 
 @dev.command()

@@ -160,6 +160,13 @@ _SET_WINDOW = tuple(
     getattr(Window, name).__set__
     for name in ("settings", "readings", "failure", "stale", "ordered", "ranked")
 )
+try:
+    _new_window(Window)
+    _BY_SLOTS = True
+except TypeError:
+    # compiled (`devcluster.compiled`): a native class is made only by its constructor,
+    # which is the fast way there
+    _BY_SLOTS = False
 
 
 def _fresh_window(
@@ -169,6 +176,8 @@ def _fresh_window(
 
     The readings are in order, fresh, with `ranked` their counts lowest first.
     """
+    if not _BY_SLOTS:
+        return Window(settings, readings, None, False, True, ranked)
     window = _new_window(Window)
     set_settings, set_readings, set_failure, set_stale, set_ordered, set_ranked = _SET_WINDOW
     set_settings(window, settings)

@@ -13,7 +13,10 @@ Three stages, each cached under `<cache>/image/` in a file named for its inputs:
 2. **wheels**: the dependencies of `constraints.txt` as wheels, fetched on the host (pip in
    the chroot cannot verify PyPI), and pip's own wheel, which runs from the file.
 3. **image**: the base as one layer; the project's wheel, installed in the chroot with
-   `--no-index`, compiled to hash-based `.pyc`, as a second; `umoci config` sets the user,
+   `--no-index`, with the poll path's extension modules compiled by mypyc on the host beside
+   its source (`devcluster.compiled`: the image's Python is 3.11 too, and Debian bookworm's
+   C library is the host's or newer), compiled to hash-based `.pyc`, as a second;
+   `umoci config` sets the user,
    entrypoint, environment and OCI labels. Every date is the commit's date
    (`SOURCE_DATE_EPOCH`), so one commit gives one digest. `skopeo` also writes a
    `docker-archive` tarball for `docker load`, `kind load image-archive` or `ctr import`.
@@ -43,6 +46,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ome_routing import __version__
+from ome_routing.devcluster.compiled import (
+    CompileError,
+    build_compiled,
+    compiled_key,
+    extension_files,
+)
 from ome_routing.devcluster.tools import Progress, cache_dir
 
 NAME = "ome-routing"
@@ -110,7 +119,15 @@ def build_image(
     root.mkdir(parents=True, exist_ok=True)
     revision, epoch = _revision(repo)
     recipe = Path(__file__).read_bytes()  # this module: a change to it is a new build
-    key = _digest(_base_key(), _wheels_key(repo), _source_key(repo), revision, str(epoch), recipe)
+    key = _digest(
+        _base_key(),
+        _wheels_key(repo),
+        _source_key(repo),
+        compiled_key(repo),
+        revision,
+        str(epoch),
+        recipe,
+    )
     layout, archive = root / "oci", root / f"{NAME}-{__version__}.docker.tar"
     with locked(root / ".lock", say):
         found = _cached(layout, archive, key)
@@ -121,9 +138,13 @@ def build_image(
         started = time.monotonic()
         base = _base_rootfs(root, say)
         wheels = _wheels(repo, root, say)
+        try:
+            compiled = build_compiled(repo, say, cache)
+        except CompileError as error:
+            raise ImageError(f"compiling the poll path: {error}") from None
         with tempfile.TemporaryDirectory(dir=root, prefix=".build-") as scratch:
             work = Path(scratch)
-            _assemble(repo, work, base, wheels, revision, epoch, say)
+            _assemble(repo, work, base, wheels, compiled, revision, epoch, say)
             (work / "oci" / ".key").write_text(key + "\n")
             shutil.rmtree(layout, ignore_errors=True)
             archive.unlink(missing_ok=True)
@@ -279,7 +300,14 @@ def _wheels(repo: Path, root: Path, say: Progress) -> Path:
 
 
 def _assemble(
-    repo: Path, work: Path, base: Path, wheels: Path, revision: str, epoch: int, say: Progress
+    repo: Path,
+    work: Path,
+    base: Path,
+    wheels: Path,
+    compiled: Path,
+    revision: str,
+    epoch: int,
+    say: Progress,
 ) -> None:
     layout, bundle = work / "oci", work / "bundle"
     image = f"{layout}:{__version__}"
@@ -294,8 +322,13 @@ def _assemble(
         image, bundle, base_date, f"mmdebstrap --variant=essential bookworm {' '.join(PACKAGES)}"
     )
     say("layer 2: the project's wheel and its dependencies")
-    _install_wheels(repo, rootfs, wheels, epoch)
-    _repack(image, bundle, date, f"pip install {NAME}=={__version__} (-c constraints.txt)")
+    _install_wheels(repo, rootfs, wheels, compiled, epoch)
+    _repack(
+        image,
+        bundle,
+        date,
+        f"pip install {NAME}=={__version__} (-c constraints.txt); the poll path compiled (mypyc)",
+    )
     labels = {
         "org.opencontainers.image.title": NAME,
         "org.opencontainers.image.description": "Multi-cluster routing controller for OME",
@@ -343,8 +376,9 @@ def _repack(image: str, bundle: Path, date: str, created_by: str) -> None:
     )  # fmt: skip
 
 
-def _install_wheels(repo: Path, rootfs: Path, wheels: Path, epoch: int) -> None:
-    """pip from its own wheel, in the chroot, from local files only; then hash-based .pyc."""
+def _install_wheels(repo: Path, rootfs: Path, wheels: Path, compiled: Path, epoch: int) -> None:
+    """pip from its own wheel, in the chroot, from local files only; the compiled poll path
+    beside its source; then hash-based .pyc."""
     inbox = rootfs / "tmp" / "wheels"
     shutil.copytree(wheels, inbox)
     shutil.copy(repo / "constraints.txt", inbox / "constraints.txt")
@@ -369,12 +403,28 @@ def _install_wheels(repo: Path, rootfs: Path, wheels: Path, epoch: int) -> None:
         env=env,
     )  # fmt: skip
     shutil.rmtree(inbox)
+    _install_compiled(rootfs / _SITE.lstrip("/"), compiled)
     _run(
         [*chroot, "-m", "compileall", "-q", "--invalidation-mode=unchecked-hash", _SITE],
         "compileall (in the chroot)",
         env=env,
     )
     _clamp_dates(rootfs, epoch)
+
+
+def _install_compiled(site: Path, compiled: Path) -> None:
+    """The extension modules of the compiled tree, each beside the source it was built from.
+
+    Python imports an extension module before the source of the same name.
+    """
+    for relative in extension_files(compiled):
+        target = site / relative
+        if not target.parent.is_dir():
+            raise ImageError(
+                f"the compiled {relative} has no package in the image ({target.parent})"
+            )
+        shutil.copyfile(compiled / relative, target)
+        target.chmod(0o644)
 
 
 def _clamp_dates(rootfs: Path, epoch: int) -> None:

@@ -137,6 +137,9 @@ class Connection(asyncio.Protocol):
         "origin",
         "reused",
     )
+    # `connection_lost` deletes the parser: compiled (`devcluster.compiled`), only the
+    # attributes named here may be deleted
+    __deletable__ = ("_parser",)
 
     def __init__(self, pool: Pool, origin: Origin) -> None:
         self._pool = pool

@@ -1,0 +1,138 @@
+"""The poll path compiled with mypyc: the same source, as C extension modules.
+
+    tree = build_compiled(repo=Path("."), progress=print)   # a cache hit when nothing changed
+    PYTHONPATH=<tree> python ...                             # imports the compiled modules
+
+The modules every capacity poll runs through (`HOT_MODULES`: the observer's transport,
+flight, pool, schedule, budget, time limits and recording, and the core's window and
+report) are compiled by mypyc from their unchanged source, with the mypy that
+`constraints.txt` pins. The controller image ships them beside the source; a checkout and a
+`pip install` run the source itself, which behaves the same and costs more CPU per poll
+(`bench/poll_throughput`). `make test` runs the unit and integration suites on both.
+
+The tree is a copy of `src/` with the extension modules built in place, cached under
+`<cache>/compiled/<key>/src`, where the key covers every source file, the Python version and
+mypy's version: a change to any of them is a new build, so a compiled module never stands
+for source it was not built from. It needs a C compiler and the Python headers.
+
+Errors: `CompileError` (mypyc failed; the message quotes its output).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+
+from ome_routing.devcluster.tools import Progress, cache_dir
+
+#: The modules compiled, relative to `src/`: what a capacity poll runs through.
+HOT_MODULES = (
+    "ome_routing/core/capacity.py",
+    "ome_routing/core/report.py",
+    "ome_routing/observer/budget.py",
+    "ome_routing/observer/deadlines.py",
+    "ome_routing/observer/dispatch.py",
+    "ome_routing/observer/flight.py",
+    "ome_routing/observer/homes.py",
+    "ome_routing/observer/observer.py",
+    "ome_routing/observer/pool.py",
+    "ome_routing/observer/rejudging.py",
+    "ome_routing/observer/scheduling.py",
+    "ome_routing/observer/transport.py",
+)
+_STAMP = ".complete"
+
+
+class CompileError(RuntimeError):
+    """mypyc could not compile the poll path."""
+
+
+def compiled_key(repo: Path) -> str:
+    """What the compiled tree is built from: every source file, Python's and mypy's versions."""
+    digest = hashlib.sha256()
+    for part in (sys.version.split()[0], metadata.version("mypy"), *HOT_MODULES):
+        digest.update(part.encode() + b"\0")
+    source = repo / "src"
+    for path in sorted(source.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def build_compiled(repo: Path, progress: Progress | None = None, cache: Path | None = None) -> Path:
+    """The compiled tree of the checkout `repo` (its `src/`), built once per `compiled_key`."""
+    say = progress or (lambda _message: None)
+    repo = repo.resolve()
+    if not all((repo / "src" / module).is_file() for module in HOT_MODULES):
+        raise CompileError(f"{repo} is not a checkout of ome-routing (no src/{HOT_MODULES[0]})")
+    root = (cache or cache_dir()) / "compiled"
+    root.mkdir(parents=True, exist_ok=True)
+    key = compiled_key(repo)
+    tree = root / key / "src"
+    with _locked(root / ".lock", say):
+        if (tree / _STAMP).is_file():
+            return tree
+        say(f"compiling the poll path with mypyc ({len(HOT_MODULES)} modules, ~30 s)")
+        with tempfile.TemporaryDirectory(dir=root, prefix=".build-") as scratch:
+            work = Path(scratch) / "src"
+            shutil.copytree(
+                repo / "src", work, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+            )
+            _mypyc(work)
+            shutil.rmtree(work / "build", ignore_errors=True)
+            (work / _STAMP).write_text(key + "\n")
+            shutil.rmtree(tree.parent, ignore_errors=True)
+            work.parent.rename(tree.parent)
+        for stale in root.iterdir():
+            if stale.is_dir() and stale.name != key and not stale.name.startswith("."):
+                shutil.rmtree(stale, ignore_errors=True)
+        return tree
+
+
+def extension_files(tree: Path) -> list[Path]:
+    """The extension modules of a compiled tree, relative to it.
+
+    One per module of `HOT_MODULES`, and mypyc's runtime support for them, at the top.
+    """
+    return sorted(path.relative_to(tree) for path in tree.rglob("*.so"))
+
+
+@contextlib.contextmanager
+def _locked(path: Path, say: Progress) -> Iterator[None]:
+    """One build at a time per cache; a second one waits, then finds the first's tree."""
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"waiting for another build of the poll path in {path.parent}")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _mypyc(work: Path) -> None:
+    # mypyc reads no configuration here (none in `src/`): the project's strict settings are
+    # `make check`'s; compiling needs only the types
+    command = [sys.executable, "-m", "mypyc", *HOT_MODULES]
+    try:
+        subprocess.run(command, cwd=work, check=True, capture_output=True, text=True)
+    except subprocess.CalledProcessError as error:
+        output = (error.stdout + error.stderr).strip()[-4000:]
+        raise CompileError(f"mypyc failed (exit {error.returncode}):\n{output}") from None
+    except FileNotFoundError as error:
+        raise CompileError(f"mypyc could not run: {error}") from None
+    missing = [
+        module
+        for module in HOT_MODULES
+        if not list((work / module).parent.glob(Path(module).stem + ".*.so"))
+    ]
+    if missing:
+        raise CompileError(f"mypyc left no extension module for {', '.join(missing)}")
