@@ -49,6 +49,8 @@ HOT_MODULES = (
     "ome_routing/observer/transport.py",
 )
 _STAMP = ".complete"
+#: compiled trees kept in the cache, the newest first
+KEEP_TREES = 3
 
 
 class CompileError(RuntimeError):
@@ -91,9 +93,14 @@ def build_compiled(repo: Path, progress: Progress | None = None, cache: Path | N
             shutil.rmtree(work / "build", ignore_errors=True)
             (work / _STAMP).write_text(key + "\n")
             shutil.rmtree(tree.parent, ignore_errors=True)
-            work.parent.rename(tree.parent)
-        for stale in root.iterdir():
-            if stale.is_dir() and stale.name != key and not stale.name.startswith("."):
+            tree.parent.mkdir()
+            work.rename(tree)
+        # the trees of older sources go, but the last few stay: a process started on one
+        # (a benchmark, a test run) may still import from it
+        built = [d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")]
+        built.sort(key=lambda d: d.stat().st_mtime, reverse=True)
+        for stale in built[KEEP_TREES:]:
+            if stale.name != key:
                 shutil.rmtree(stale, ignore_errors=True)
         return tree
 

@@ -14,9 +14,10 @@ Three stages, each cached under `<cache>/image/` in a file named for its inputs:
    the chroot cannot verify PyPI), and pip's own wheel, which runs from the file.
 3. **image**: the base as one layer; the project's wheel, installed in the chroot with
    `--no-index`, with the poll path's extension modules compiled by mypyc on the host beside
-   its source (`devcluster.compiled`: the image's Python is 3.11 too, and Debian bookworm's
-   C library is the host's or newer), compiled to hash-based `.pyc`, as a second;
-   `umoci config` sets the user,
+   its source (`devcluster.compiled`; the image's Python is 3.11 too, and the build checks
+   that each imports there: a host whose C library is newer than bookworm's could make
+   ones that do not), compiled to hash-based `.pyc`, as a second; `umoci config` sets the
+   user,
    entrypoint, environment and OCI labels. Every date is the commit's date
    (`SOURCE_DATE_EPOCH`), so one commit gives one digest. `skopeo` also writes a
    `docker-archive` tarball for `docker load`, `kind load image-archive` or `ctr import`.
@@ -47,6 +48,7 @@ from pathlib import Path
 
 from ome_routing import __version__
 from ome_routing.devcluster.compiled import (
+    HOT_MODULES,
     CompileError,
     build_compiled,
     compiled_key,
@@ -404,6 +406,7 @@ def _install_wheels(repo: Path, rootfs: Path, wheels: Path, compiled: Path, epoc
     )  # fmt: skip
     shutil.rmtree(inbox)
     _install_compiled(rootfs / _SITE.lstrip("/"), compiled)
+    _check_compiled(chroot, env)
     _run(
         [*chroot, "-m", "compileall", "-q", "--invalidation-mode=unchecked-hash", _SITE],
         "compileall (in the chroot)",
@@ -425,6 +428,19 @@ def _install_compiled(site: Path, compiled: Path) -> None:
             )
         shutil.copyfile(compiled / relative, target)
         target.chmod(0o644)
+
+
+def _check_compiled(chroot: list[str], env: dict[str, str]) -> None:
+    """Every module of the poll path imports its extension module on the image's Python."""
+    names = [module.removesuffix(".py").replace("/", ".") for module in HOT_MODULES]
+    script = (
+        "import importlib\n"
+        f"for name in {names!r}:\n"
+        "    loaded = importlib.import_module(name).__file__ or ''\n"
+        "    if not loaded.endswith('.so'):\n"
+        "        raise SystemExit(f'{name} imports {loaded}, not its extension module')\n"
+    )
+    _run([*chroot, "-c", script], "importing the compiled poll path (in the chroot)", env=env)
 
 
 def _clamp_dates(rootfs: Path, epoch: int) -> None:
