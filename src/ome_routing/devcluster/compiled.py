@@ -90,7 +90,8 @@ def build_compiled(repo: Path, progress: Progress | None = None, cache: Path | N
                 repo / "src", work, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
             )
             _mypyc(work)
-            shutil.rmtree(work / "build", ignore_errors=True)
+            for scratch_dir in ("build", ".mypy_cache"):  # mypyc's, not the tree's
+                shutil.rmtree(work / scratch_dir, ignore_errors=True)
             (work / _STAMP).write_text(key + "\n")
             shutil.rmtree(tree.parent, ignore_errors=True)
             tree.parent.mkdir()
