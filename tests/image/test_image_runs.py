@@ -64,9 +64,8 @@ def test_the_poll_path_in_the_image_is_the_compiled_one(
     assert result.returncode == 0, result.stderr
     loaded = json.loads(result.stdout)
     assert sorted(loaded) == sorted(names)
-    assert all(path.endswith(".cpython-311-x86_64-linux-gnu.so") for path in loaded.values()), (
-        loaded
-    )
+    # an extension module for CPython 3.11, whatever the machine (x86_64-linux-gnu here)
+    assert all(".cpython-311-" in path and path.endswith(".so") for path in loaded.values()), loaded
 
 
 def test_as_the_chart_runs_it_only_tmp_is_writable(bundle: Path, chart_pod: PodSettings) -> None:
