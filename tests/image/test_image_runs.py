@@ -27,7 +27,7 @@ from controller_harness import (
 from ome_routing import __version__
 from ome_routing.cli.validate import VALID_PREFIX
 from ome_routing.devcluster import LocalControlPlane
-from ome_routing.devcluster.compiled import HOT_MODULES
+from ome_routing.devcluster.compiled import module_names
 from ome_routing.devcluster.image import GID, UID
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "ome-resources"
@@ -54,7 +54,7 @@ def test_the_poll_path_in_the_image_is_the_compiled_one(
 ) -> None:
     """Every module of the poll path imports its extension module (mypyc), on the image's
     own Python."""
-    names = [module.removesuffix(".py").replace("/", ".") for module in HOT_MODULES]
+    names = module_names()
     script = (
         "import importlib, json, sys\n"
         f"names = {names!r}\n"

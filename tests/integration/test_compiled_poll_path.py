@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from ome_routing.devcluster.compiled import HOT_MODULES, compiled_key
+from ome_routing.devcluster.compiled import HOT_MODULES, compiled_key, module_names
 
 EXPECT_COMPILED = os.environ.get("OME_ROUTING_EXPECT_COMPILED") == "1"
 
 
-@pytest.mark.parametrize("module", HOT_MODULES)
-def test_the_poll_path_runs_from_the_build_under_test(module: str) -> None:
-    name = module.removesuffix(".py").replace("/", ".")
+@pytest.mark.parametrize(("module", "name"), list(zip(HOT_MODULES, module_names(), strict=True)))
+def test_the_poll_path_runs_from_the_build_under_test(module: str, name: str) -> None:
     loaded = importlib.import_module(name).__file__
     assert loaded is not None
     if EXPECT_COMPILED:

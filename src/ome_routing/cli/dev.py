@@ -87,6 +87,14 @@ _dir_option = click.option(
     "Default: ~/.cache/ome-routing/cluster.",
 )
 
+_source_option = click.option(
+    "--source",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The checkout of ome-routing to build from.",
+)
+
 
 @click.group()
 def dev() -> None:
@@ -134,13 +142,7 @@ def up(directory: Path | None, gateway_api: bool) -> None:
 
 
 @dev.command()
-@click.option(
-    "--source",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="The checkout of ome-routing to build from.",
-)
+@_source_option
 @click.option("--force", is_flag=True, help="Build again even when the inputs are unchanged.")
 def image(source: Path, force: bool) -> None:
     """Build the controller image in OCI layout and as a docker-archive (cached)."""
@@ -154,13 +156,7 @@ def image(source: Path, force: bool) -> None:
 
 
 @dev.command()
-@click.option(
-    "--source",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="The checkout of ome-routing to compile.",
-)
+@_source_option
 def compiled(source: Path) -> None:
     """Compile the poll path with mypyc (cached) and print the tree to put on PYTHONPATH."""
     started = time.monotonic()

@@ -20,18 +20,15 @@ Errors: `CompileError` (mypyc failed; the message quotes its output).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
-from ome_routing.devcluster.tools import Progress, cache_dir
+from ome_routing.devcluster.tools import Progress, _locked, cache_dir
 
 #: The modules compiled, relative to `src/`: what a capacity poll runs through.
 HOT_MODULES = (
@@ -55,6 +52,11 @@ KEEP_TREES = 3
 
 class CompileError(RuntimeError):
     """mypyc could not compile the poll path."""
+
+
+def module_names() -> list[str]:
+    """The dotted names of `HOT_MODULES`, as `import` takes them."""
+    return [module.removesuffix(".py").replace("/", ".") for module in HOT_MODULES]
 
 
 def compiled_key(repo: Path) -> str:
@@ -112,18 +114,6 @@ def extension_files(tree: Path) -> list[Path]:
     One per module of `HOT_MODULES`, and mypyc's runtime support for them, at the top.
     """
     return sorted(path.relative_to(tree) for path in tree.rglob("*.so"))
-
-
-@contextlib.contextmanager
-def _locked(path: Path, say: Progress) -> Iterator[None]:
-    """One build at a time per cache; a second one waits, then finds the first's tree."""
-    with path.open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say(f"waiting for another build of the poll path in {path.parent}")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
 
 
 def _mypyc(work: Path) -> None:

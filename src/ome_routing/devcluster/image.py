@@ -48,11 +48,11 @@ from pathlib import Path
 
 from ome_routing import __version__
 from ome_routing.devcluster.compiled import (
-    HOT_MODULES,
     CompileError,
     build_compiled,
     compiled_key,
     extension_files,
+    module_names,
 )
 from ome_routing.devcluster.tools import Progress, cache_dir
 
@@ -432,10 +432,9 @@ def _install_compiled(site: Path, compiled: Path) -> None:
 
 def _check_compiled(chroot: list[str], env: dict[str, str]) -> None:
     """Every module of the poll path imports its extension module on the image's Python."""
-    names = [module.removesuffix(".py").replace("/", ".") for module in HOT_MODULES]
     script = (
         "import importlib\n"
-        f"for name in {names!r}:\n"
+        f"for name in {module_names()!r}:\n"
         "    loaded = importlib.import_module(name).__file__ or ''\n"
         "    if not loaded.endswith('.so'):\n"
         "        raise SystemExit(f'{name} imports {loaded}, not its extension module')\n"
