@@ -89,6 +89,8 @@ class HomeInput:
     #: From `spec.routing.capacityFactors`; None counts as 1 and is not shown.
     factor: Quantity | None = None
     probe_gated: bool = False
+    #: The accepted placement plan asks the home to drain: weight 0, nothing else changes.
+    plan_drained: bool = False
     #: The home's window verdict; None while polling is off (or before its first verdict).
     capacity: Verdict | None = None
     #: The home's probe state and the probe's `policyDigest`; None while probing is off
@@ -163,6 +165,7 @@ def build_trafficmap(inp: MapInput) -> TrafficMapView:
                 factor=h.factor.value if h.factor is not None else Fraction(1),
                 probe_gated=h.probe_gated,
                 drained=h.cluster in refs,
+                plan_drained=h.plan_drained,
             )
             for h, cap in zip(homes, capacities, strict=True)
         ],

@@ -12,7 +12,9 @@
    every weight so the largest is 1,000,000, rounding positive weights up so nothing
    positive becomes 0; there is no second GCD after this (OME's `3000001:1000000` gives
    `1000000:333334`).
-4. A drained home gets 0; the other homes keep their weights (and so their ratio).
+4. A home the accepted placement plan asks to drain (`drainRequested`) gets 0, then a
+   home a traffic-drain override holds gets 0; the other homes keep their weights (and so
+   their ratio). What the manual drains took away is judged after the plan's drains.
 
 Integer arithmetic throughout: no weight depends on float rounding.
 """
@@ -46,6 +48,8 @@ class WeightInput:
     factor: Fraction = Fraction(1)
     probe_gated: bool = False
     drained: bool = False
+    #: the accepted placement plan drains the home (`allocation.drainRequested`)
+    plan_drained: bool = False
 
     def __post_init__(self) -> None:
         if self.allocated < 0 or self.ready < 0:
@@ -61,7 +65,7 @@ class Weights:
     """The weights, in input order, and what the probe and drains did to them."""
 
     weights: tuple[int, ...]
-    #: The weights after step 3, before drains: what drains took away.
+    #: The weights after the plan's drains, before the manual ones: what those took away.
     before_drains: tuple[int, ...]
     #: Step 1's counts: the replicas each home could serve, before probes and factors.
     routable: tuple[int, ...]
@@ -101,11 +105,13 @@ def compute_weights(
     open_raw = [
         0 if h.probe_gated and not gates_ignored else w for h, w in zip(homes, raw, strict=True)
     ]
-    reduced = normalize(open_raw)
-    final = tuple(0 if h.drained else w for h, w in zip(homes, reduced, strict=True))
+    planned = tuple(
+        0 if h.plan_drained else w for h, w in zip(homes, normalize(open_raw), strict=True)
+    )
+    final = tuple(0 if h.drained else w for h, w in zip(homes, planned, strict=True))
     return Weights(
         weights=final,
-        before_drains=tuple(reduced),
+        before_drains=planned,
         routable=routable,
         raw=raw,
         all_gated=all_gated,
