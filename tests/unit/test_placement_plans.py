@@ -4,7 +4,7 @@ retired allocations. The tables are OME's routing tests (`single_plan_test.go`,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -175,7 +175,7 @@ class TestCancelledMove:
 class TestRetiredHomes:
     """retired_home_test.go: a retired allocation leaves the table, in All and Split."""
 
-    RETIRED: dict[str, Any] = {"currentReplicas": 0, "desiredReplicas": 0}
+    RETIRED: ClassVar[dict[str, Any]] = {"currentReplicas": 0, "desiredReplicas": 0}
 
     @pytest.mark.parametrize("mode", ["All", "Split"])
     def test_a_retired_allocation_is_dropped_though_still_admitted(self, mode: str) -> None:
