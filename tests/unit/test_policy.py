@@ -103,18 +103,6 @@ def policy_error(routing: Any, config: OperatorConfig | None = None) -> PolicyEr
     return caught.value
 
 
-def policy_error_with_placement(routing: Any, placement: dict[str, Any]) -> PolicyError:
-    with pytest.raises(PolicyError) as caught:
-        resolve_routing_policy(routing, chart(), placement)
-    return caught.value
-
-
-CONFLICT = (
-    "spec.routing.capacityFactors and deprecated spec.placement.capacityFactors "
-    "must not both be set"
-)
-
-
 def step2_routing() -> dict[str, Any]:
     manifest = yaml.safe_load((EXAMPLES / "isvc.yaml").read_text())
     routing = manifest["spec"]["routing"]
@@ -511,12 +499,6 @@ class TestErrorOrder:
             VALIDATE + 'spec.routing.capacityFactors["worker-b"] must be positive, got "-1"'
         )
 
-    def test_the_deprecated_factor_conflict_is_reported_before_a_bad_factor(self) -> None:
-        error = policy_error_with_placement(
-            {"capacityFactors": {"worker-b": "0"}}, {"capacityFactors": {"worker-b": "2"}}
-        )
-        assert str(error) == VALIDATE + CONFLICT
-
     def test_the_poll_is_reported_before_the_publisher_options(self) -> None:
         routing = {"capacity": a_poll(timeout="10s"), "publisher": {"options": {"": "x"}}}
         assert str(policy_error(routing)) == (
@@ -695,42 +677,35 @@ class TestRoutingBlock:
         )
 
 
-# --- the deprecated placement factors ---------------------------------------------------------
+# --- the deprecated placement factors: gone from OME, so neither read nor checked -------------
 
 
 class TestDeprecatedFactors:
-    @pytest.mark.parametrize("routing_factors", [{"worker-b": "3"}, {}])
-    @pytest.mark.parametrize("placement_factors", [{"worker-a": "2"}, {}])
-    def test_both_set_is_refused_even_when_empty(
-        self, routing_factors: dict[str, str], placement_factors: dict[str, str]
+    @pytest.mark.parametrize("placement_factors", [{"worker-a": "2"}, {}, "x"])
+    def test_placement_factors_beside_routing_factors_are_ignored(
+        self, placement_factors: object
     ) -> None:
-        error = policy_error_with_placement(
-            {"capacityFactors": routing_factors}, {"capacityFactors": placement_factors}
-        )
-        assert str(error) == VALIDATE + CONFLICT
-        assert error.stage is RuleStage.VALIDATE
-
-    @pytest.mark.parametrize(
-        ("routing", "placement"),
-        [
-            ({"capacityFactors": {"worker-b": "3"}}, {"policy": "ClusterAffinity"}),
-            ({"capacityFactors": {"worker-b": "3"}}, {"capacityFactors": None}),
-            ({"capacityFactors": None}, {"capacityFactors": {"worker-b": "3"}}),
-            (None, {"capacityFactors": {"worker-b": "3"}}),
-        ],
-    )
-    def test_either_one_alone_is_accepted(
-        self, routing: dict[str, Any] | None, placement: dict[str, Any]
-    ) -> None:
-        resolve_routing_policy(routing, chart(), placement)
-
-    def test_a_service_out_of_routing_is_not_judged(self) -> None:
         policy = resolve_routing_policy(
-            {"enabled": False, "capacityFactors": {"worker-b": "3"}},
-            chart(),
             {"capacityFactors": {"worker-b": "3"}},
+            chart(),
+            {"policy": "ClusterAffinity", "capacityFactors": placement_factors},
         )
-        assert not policy.enabled
+        assert {name: str(q) for name, q in policy.capacity_factors.items()} == {"worker-b": "3"}
+
+    def test_placement_factors_alone_give_no_factors(self) -> None:
+        policy = resolve_routing_policy(None, chart(), {"capacityFactors": {"worker-b": "3"}})
+        assert dict(policy.capacity_factors) == {}
+
+    def test_a_bad_routing_factor_is_still_reported(self) -> None:
+        with pytest.raises(PolicyError) as caught:
+            resolve_routing_policy(
+                {"capacityFactors": {"worker-b": "0"}},
+                chart(),
+                {"capacityFactors": {"worker-b": "2"}},
+            )
+        assert str(caught.value) == (
+            VALIDATE + 'spec.routing.capacityFactors["worker-b"] must be positive, got "0"'
+        )
 
 
 # --- publisher options ---------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 - `spec.routing.capacity` replaces the chart's poll as a whole: fields are never merged.
   `capacity: {disabled: true}` turns polling off for the service whatever the chart sets;
   without a block the chart's poll applies; without either there is no poll.
-- `spec.routing.capacityFactors` maps WorkloadCluster names to positive quantities; it
-  must not be set together with the deprecated `spec.placement.capacityFactors`.
+- `spec.routing.capacityFactors` maps WorkloadCluster names to positive quantities.
+  (OME 2af192b3 has no `spec.placement.capacityFactors`: it is neither read nor checked.)
 - `spec.routing.enabled: false` takes the service out of routing. Its other blocks are
   then not judged: a service on its way out must not be held back by a mistake in a
   poll it will never run.
@@ -73,7 +73,6 @@ RESOLVE_PROBE_PREFIX = "resolve probe policy: "
 ROUTING_FIELD = "spec.routing"
 CAPACITY_FIELD = SERVICE_CAPACITY_FIELD
 FACTORS_FIELD = "spec.routing.capacityFactors"
-DEPRECATED_FACTORS_FIELD = "spec.placement.capacityFactors"
 OPTIONS_FIELD = "spec.routing.publisher.options"
 ROUTING_FIELDS: tuple[str, ...] = ("enabled", "capacityFactors", "capacity", "probe", "publisher")
 #: OME's bounds on a service's publisher options (the CRD's and the controller's).
@@ -178,11 +177,7 @@ def _effective_probe(
     return probe.policy()
 
 
-def _factors(value: object, placement: Mapping[str, Any] | None) -> Mapping[str, Quantity]:
-    if value is not None and placement is not None and placement.get("capacityFactors") is not None:
-        raise invalid(
-            f"{FACTORS_FIELD} and deprecated {DEPRECATED_FACTORS_FIELD} must not both be set"
-        )
+def _factors(value: object) -> Mapping[str, Quantity]:
     if value is None:
         return MappingProxyType({})
     block = read_mapping(value, FACTORS_FIELD)
@@ -242,7 +237,6 @@ def _raw(value: object, field_name: str) -> Mapping[str, Any] | None:
 def _resolve(
     routing: Mapping[str, Any] | None,
     config: OperatorConfig,
-    placement: Mapping[str, Any] | None,
 ) -> RoutingPolicy:
     if routing is None:
         routing = {}
@@ -262,7 +256,7 @@ def _resolve(
         )
 
     # Validation, in OME's order: factors, probe, capacity, publisher options.
-    factors = _factors(routing.get("capacityFactors"), placement)
+    factors = _factors(routing.get("capacityFactors"))
     probe = _raw(routing.get("probe"), SERVICE_PROBE_FIELD)
     own_probe = None if probe is None else _service_probe(probe)
     capacity_value = routing.get("capacity")
@@ -303,10 +297,11 @@ def resolve_routing_policy(
 ) -> RoutingPolicy:
     """Resolve an InferenceService's `spec.routing` (None when it has none) under `config`.
 
-    `placement` is the service's `spec.placement`, for the deprecated capacity factors.
+    `placement` (the service's `spec.placement`) is accepted and ignored: OME no longer
+    reads deprecated capacity factors from it.
     Raises `PolicyError`, whose text is the line the controller logs.
     """
     try:
-        return _resolve(routing, config, placement)
+        return _resolve(routing, config)
     except CapacityRuleError as err:
         raise PolicyError(err.stage, err.detail) from None
