@@ -1,9 +1,16 @@
 """`ome-routing controller`: the routing controller, as a platform team runs it.
 
-Start-up order matters: the operator config is read and validated before anything else,
-and an unusable one ends the process with exit code 1 and the
-`invalid multi-cluster configuration: ...` line in the log, so that a bad `helm upgrade`
-shows as a rollout that does not finish.
+Start-up order matters: the leader election timings and then the operator config are
+validated before anything else, and an unusable one ends the process with exit code 1 and
+one line in the log (`Invalid leader election timing`, as OME's manager logs it, or
+`invalid multi-cluster configuration: ...`), so that a bad `helm upgrade` shows as a
+rollout that does not finish.
+
+With leader election, the routing controller and the publisher write through a
+`FencedClient` whose gate is the elector (`kube.fencing`, `kube.leader`); the elector
+keeps a client of its own. A lost Lease ends the process with exit code 1 and
+`Failed to start manager` (error `leader election lost`), as OME's manager, so that
+Kubernetes restarts it as a standby.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from aiohttp import web
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap
 
+from ome_routing.cli.params import DurationParam
 from ome_routing.core.config import (
     ROLE_CONTROL_PLANE,
     ConfigError,
@@ -33,13 +41,17 @@ from ome_routing.core.config import (
 )
 from ome_routing.kube.caches import SharedCaches
 from ome_routing.kube.controller import Controller
-from ome_routing.kube.leader import LeaderElector
+from ome_routing.kube.fencing import FencedClient
+from ome_routing.kube.leader import LOST, ElectionSettings, LeaderElector, LeadershipLost
 from ome_routing.kube.publisher import Publisher
 from ome_routing.logs import configure
 from ome_routing.metrics import RoutingMetrics
 from ome_routing.observer import eventloop, pace_collections, tune_gc
 
 log = logging.getLogger("ome_routing.setup")
+
+#: the clients' default field manager (the routing controller's; the publisher names its own)
+FIELD_MANAGER = "ome-routing"
 
 CONFIGMAP = "inferenceservice-config"
 CONFIGMAP_KEY = "multicluster"
@@ -105,9 +117,9 @@ def _client(kubeconfig: Path | None, context: str | None) -> AsyncClient:
     if kubeconfig is not None:
         return AsyncClient(
             config=KubeConfig.from_file(kubeconfig).get(context_name=context),
-            field_manager="ome-routing",
+            field_manager=FIELD_MANAGER,
         )
-    return AsyncClient(field_manager="ome-routing")
+    return AsyncClient(field_manager=FIELD_MANAGER)
 
 
 def _health_app(metrics: RoutingMetrics, ready: asyncio.Event) -> web.Application:
@@ -146,6 +158,13 @@ def _split_address(address: str) -> tuple[str, int]:
 
 
 async def _serve(options: dict[str, Any]) -> int:
+    try:
+        settings = ElectionSettings.from_flags(
+            options["lease_duration"], options["renew_deadline"], options["retry_period"]
+        )
+    except ValueError as err:
+        log.error("Invalid leader election timing", extra={"error": str(err)})
+        return 1
     namespace = _namespace(options["namespace"])
     metrics = RoutingMetrics()
     client: AsyncClient | None = None
@@ -190,17 +209,17 @@ async def _serve(options: dict[str, Any]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    async def lead() -> None:
+    async def lead(writer: AsyncClient) -> None:
         metrics.leader.set(1)
         try:
             if config.routing_active:
                 # one watch and one cache of each kind for both reconcilers
-                caches = SharedCaches(client)
-                controller = Controller(client, config, metrics, caches=caches)
-                publisher = Publisher(client, config, metrics, caches=caches).run()
+                caches = SharedCaches(writer)
+                controller = Controller(writer, config, metrics, caches=caches)
+                publisher = Publisher(writer, config, metrics, caches=caches).run()
                 await asyncio.gather(caches.run(), controller.run(), publisher)
             else:  # the publisher only finalizes the maps that are deleted
-                await Publisher(client, config, metrics).run()
+                await Publisher(writer, config, metrics).run()
         finally:
             metrics.leader.set(0)
 
@@ -211,23 +230,34 @@ async def _serve(options: dict[str, Any]) -> int:
             "multi-cluster routing is off; set ome.multicluster.enabled, role control-plane and "
             "config.routing.enabled to turn it on"
         )
+    fenced: AsyncClient | None = None
     if not control_plane:
         work: asyncio.Future[Any] = loop.create_future()
     elif options["leader_elect"]:
         identity = options["identity"] or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         elector = LeaderElector(
-            client, namespace=namespace, name=options["lease_name"], identity=identity
+            client,
+            namespace=namespace,
+            name=options["lease_name"],
+            identity=identity,
+            settings=settings,
         )
-        work = asyncio.ensure_future(elector.run(lead))
+        # every write of the leader's work passes the elector's gate
+        fenced = FencedClient(elector, client.config, field_manager=FIELD_MANAGER)
+        writer = fenced
+        work = asyncio.ensure_future(elector.run(lambda: lead(writer)))
     else:
-        work = asyncio.ensure_future(lead())
+        work = asyncio.ensure_future(lead(client))
     ready.set()
     stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
     pacer = asyncio.ensure_future(pace_collections())
     try:
         await asyncio.wait([work, stopping], return_when=asyncio.FIRST_COMPLETED)
         if work.done() and not work.cancelled() and work.exception() is not None:
-            log.error("controller failed: %s", work.exception())
+            if isinstance(work.exception(), LeadershipLost):
+                log.error("Failed to start manager", extra={"error": LOST})
+            else:
+                log.error("controller failed: %s", work.exception())
             return 1
         return 0
     finally:
@@ -236,6 +266,8 @@ async def _serve(options: dict[str, Any]) -> int:
         pacer.cancel()
         await asyncio.gather(work, stopping, pacer, return_exceptions=True)
         await runner.cleanup()
+        if fenced is not None:
+            await fenced.close()
         await client.close()
         log.info("stopped")
 
@@ -267,6 +299,30 @@ async def _serve(options: dict[str, Any]) -> int:
     callback=lambda _c, _p, v: _split_address(v),
 )
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
+@click.option(
+    "--leader-elect-lease-duration",
+    "lease_duration",
+    type=DurationParam(),
+    default=None,
+    help="How long the Lease stays valid after its last renewal: the longest a standby waits "
+    "before taking over. Supplied with the other two timings or not at all; unset: 15s.",
+)
+@click.option(
+    "--leader-elect-renew-deadline",
+    "renew_deadline",
+    type=DurationParam(),
+    default=None,
+    help="How long the leader keeps retrying a failed renewal; past it, it writes nothing "
+    "more and exits. Must be shorter than the lease duration; unset: 10s.",
+)
+@click.option(
+    "--leader-elect-retry-period",
+    "retry_period",
+    type=DurationParam(),
+    default=None,
+    help="Gap between renewal attempts, and how often a standby looks at the Lease; the "
+    "renew deadline must exceed 1.2 times it; unset: 2s.",
+)
 @click.option("--lease-name", default=LEASE_NAME, show_default=True)
 @click.option(
     "--identity",

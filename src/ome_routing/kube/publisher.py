@@ -26,8 +26,10 @@ one (a failed read or write) is retried with a capped backoff. Every failure is
 logged as `TrafficMap publisher reconciliation failed`, with the real error; the
 condition carries OME's generic message.
 
-The publisher writes status with the map's resourceVersion, so it never overwrites the
-routing controller's newer conditions; a conflict is retried at once.
+The publisher writes the map (its finalizer, its status) with the map's resourceVersion,
+as field manager `ome-trafficmap-publisher` (OME's), so it never overwrites the routing
+controller's newer conditions, nor a newer leader's; a conflict is retried at once, on the
+map the cache holds by then. Its objects are fenced the same way (`kube.publishing`).
 """
 
 from __future__ import annotations

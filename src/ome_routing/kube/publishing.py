@@ -7,10 +7,17 @@ Services, so that the route never names a backend that is not there yet or any m
 A withdrawal sets the route's weights to zero, deletes it, confirms that it is gone,
 and only then deletes the service's other objects. An object is written only when its
 body differs from the one the API server holds; every read is a fresh GET or LIST (no
-cache), because ownership and hostname checks must see the present. A delete is fenced,
-as OME fences it, by the UID and resourceVersion of the object that was read: an object
-recreated or changed in between (another writer, a new owner) is not deleted, the API
-server answers 409 and the publication is retried on a fresh read.
+cache), because ownership and hostname checks must see the present.
+
+Every write is fenced by the version of the object it was computed from, so that a write
+prepared by a replica that has since lost the Lease fails once the new leader has written
+the object: a replacement (a changed object, a route's weights zeroed) carries the
+resourceVersion that was read, a create fails with 409 `AlreadyExists` when the object
+has appeared since the read, and a delete, as OME fences it, names the UID and
+resourceVersion of the object that was read. An object recreated or changed in between
+(another writer, a new owner, a new leader) is not touched: the API server answers 409
+and the publication is retried on a fresh read. The writes go through the client given,
+which with leader election is the elector's `FencedClient` (`kube.fencing`).
 
 Ownership is OME's strict rule: an object belongs to a service only when it carries
 all three publication labels naming it (`core.publication.owned_by`).
@@ -59,8 +66,8 @@ Service = create_namespaced_resource("", "v1", "Service", "services")
 EndpointSlice = create_namespaced_resource(
     "discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"
 )
-#: The publisher's own field manager, apart from the routing controller's.
-FIELD_MANAGER = "ome-routing-publisher"
+#: The publisher's own field manager (OME's), apart from the routing controller's.
+FIELD_MANAGER = "ome-trafficmap-publisher"
 Raw = dict[str, Any]
 SourceKey = tuple[str, str]
 

@@ -1,0 +1,86 @@
+"""The write gate: one door that every API request of the leader's work goes through.
+
+`FencedClient` is lightkube's `AsyncClient` whose requests pass a `WriteGate` on their
+way out. The gate sits in the client's `send`, the one call that every request of
+lightkube's goes through (create, replace, patch, apply, delete, deletecollection, list,
+watch, and a request built by hand such as `publishing.fenced_delete`), so no writer of
+the process can go round it, and nothing has to remember to ask:
+
+- a write (any method but GET, HEAD and OPTIONS) is sent only while `gate.check_write`
+  lets it; the elector's gate lets it while this replica is inside its renew deadline
+  (`kube.leader`);
+- a read is sent only until the replica has stepped down, so that work that is being
+  cancelled makes no further API call of any kind.
+
+A refused request raises `NotLeader` before a byte is sent. The elector steps down on
+the first refusal, so the work that asked is cancelled next (`LeaderElector.run`).
+
+The elector's own Lease requests go through a client of their own, outside the gate:
+they are what keeps the gate open, and each carries the resourceVersion it read.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import httpx2
+from lightkube import AsyncClient
+from lightkube.config.client_adapter import ConnectionParams
+from lightkube.config.kubeconfig import KubeConfig, SingleConfig
+from lightkube.core.generic_client import GenericAsyncClient
+
+#: the methods that change nothing
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class NotLeader(Exception):
+    """A request refused because this replica no longer leads (or is past its deadline)."""
+
+
+class WriteGate(Protocol):
+    def check_write(self, request: str) -> None:
+        """Return if a write may be sent now; else raise `NotLeader` (and step down)."""
+
+    def check_read(self, request: str) -> None:
+        """Return if a read may be sent now; else raise `NotLeader`."""
+
+
+class _GatedRequests(GenericAsyncClient):
+    """lightkube's request layer, asking the gate before each request is sent."""
+
+    def __init__(
+        self,
+        gate: WriteGate,
+        params: ConnectionParams,
+        config: SingleConfig | KubeConfig | None,
+        field_manager: str | None,
+    ) -> None:
+        self._gate = gate
+        super().__init__(params, config, field_manager=field_manager)
+
+    async def send(self, req: httpx2.Request, stream: bool = False) -> httpx2.Response:
+        request = f"{req.method} {req.url.path}"
+        if req.method in READS:
+            self._gate.check_read(request)
+        else:
+            self._gate.check_write(request)
+        response: httpx2.Response = await super().send(req, stream=stream)  # type: ignore[no-untyped-call]
+        return response
+
+
+class FencedClient(AsyncClient):
+    """An `AsyncClient` (same configuration) whose every request passes `gate` first."""
+
+    def __init__(
+        self,
+        gate: WriteGate,
+        config: SingleConfig | KubeConfig | None = None,
+        *,
+        field_manager: str | None = None,
+        trust_env: bool = True,
+        timeout: httpx2.Timeout | None = None,
+    ) -> None:
+        # what AsyncClient.__init__ does, with the gated request layer in place of its own
+        self._timeout = timeout if timeout is not None else httpx2.Timeout(10.0)
+        params = ConnectionParams(timeout=self._timeout, trust_env=trust_env)
+        self._client = _GatedRequests(gate, params, config, field_manager)
