@@ -170,8 +170,7 @@ class TestFreezing:
         )
         assert decision == Frozen(
             "resolve probe policy: spec.routing.probe.period (4s) must be at least "
-            "routing.observer.minPeriod (5s)",
-            UID,
+            "routing.observer.minPeriod (5s)"
         )
 
     def test_a_status_in_both_lists_freezes_the_map_with_validate_routing_policy(self) -> None:
@@ -180,8 +179,7 @@ class TestFreezing:
         )
         assert decision == Frozen(
             "validate routing policy: spec.routing.probe status 503 is in both acceptStatuses "
-            "and gateStatuses",
-            UID,
+            "and gateStatuses"
         )
 
 
@@ -194,10 +192,12 @@ def a_stored_map(
                 {
                     "apiVersion": "ome.io/v1beta1",
                     "kind": "InferenceService",
+                    "name": "qwen3-0-6b",
                     "uid": owner,
                     "controller": True,
                 }
-            ]
+            ],
+            "name": "qwen3-0-6b",
         },
         "spec": {
             "entries": [

@@ -1,4 +1,4 @@
-"""Which maps the publisher trusts: OME's owner checks, plus a map the routing controller froze."""
+"""Which maps the publisher trusts: OME's owner checks, and nothing else."""
 
 from __future__ import annotations
 
@@ -43,12 +43,21 @@ def test_a_map_naming_another_service_is_not() -> None:
     assert owner_problem(a_written_map(service="other"), an_isvc(), chart()) is not None
 
 
-def test_a_frozen_map_is_not_even_at_the_same_generation() -> None:
-    """A bad drain annotation freezes the map without a new generation of the service's spec."""
+def test_a_frozen_map_at_the_same_generation_is_still_trusted() -> None:
+    """A bad drain annotation freezes the map without a new generation of the service's
+    spec: OME's publisher keeps publishing the last spec (`Published` stays as it was)."""
     isvc = an_isvc()
     isvc["metadata"]["annotations"] = {"ome.io/traffic-drain": "nope"}
+    assert owner_problem(a_written_map(), isvc, chart()) is None
+
+
+def test_a_frozen_map_behind_a_new_generation_is_not() -> None:
+    """An error in spec.routing is a spec change: the map's generation falls behind."""
+    isvc = an_isvc()
+    isvc["metadata"]["generation"] = 4
+    isvc["spec"]["routing"]["capacity"]["samples"] = 200
     assert owner_problem(a_written_map(), isvc, chart()) == (
-        "the routing controller has frozen the TrafficMap"
+        "TrafficMap is stale for its InferenceService's generation"
     )
 
 

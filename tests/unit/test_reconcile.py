@@ -14,6 +14,7 @@ from ome_routing.core.capacity import Verdict
 from ome_routing.core.config import OperatorConfig, config_from_values
 from ome_routing.core.trafficmap import PollingState
 from ome_routing.kube import reconcile
+from ome_routing.kube.ownership import has_exact_controller
 from ome_routing.kube.reconcile import Frozen, NotOurs, Routed, Unrouted
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -138,7 +139,7 @@ def test_the_specs_policy_mistakes_freeze_the_map_with_the_log_line(
 ) -> None:
     isvc = an_isvc()
     isvc["spec"]["routing"]["capacity"].update(change)
-    assert reconcile.plan(isvc, a_map(), chart()) == Frozen(message, UID)
+    assert reconcile.plan(isvc, a_map(), chart()) == Frozen(message)
 
 
 def test_a_malformed_drain_annotation_freezes_the_map() -> None:
@@ -167,7 +168,8 @@ def test_a_map_that_records_another_source_uid_is_not_ours() -> None:
 
 def test_nothing_is_written_to_a_map_the_service_does_not_control() -> None:
     foreign = a_map(owner_uid="another-uid", status={"conditions": []})
-    assert reconcile.desired_status(foreign, UID, [reconcile.INVALID_OWNER], NOW) == {
+    view = routed_view()
+    assert reconcile.desired_status(foreign, UID, reconcile.routed_conditions(view), NOW) == {
         "conditions": []
     }
 
@@ -180,10 +182,10 @@ def test_a_map_without_an_owner_is_not_ours_either() -> None:
     ("isvc", "config", "deleted"),
     [
         (an_isvc(enabled=False), chart(), True),
-        (None, chart(), True),
+        (None, chart(), False),
         (an_isvc(), OperatorConfig(), True),
     ],
-    ids=["routing-enabled-false", "service-gone", "routing-off-in-chart"],
+    ids=["routing-enabled-false", "service-gone-left-to-gc", "routing-off-in-chart"],
 )
 def test_an_unrouted_service_loses_its_map(
     isvc: dict[str, Any] | None, config: OperatorConfig, deleted: bool
@@ -226,30 +228,39 @@ def test_status_in_steady_state_equals_what_is_stored() -> None:
     assert "Published" not in [c["type"] for c in later["conditions"]]
 
 
-def test_freezing_keeps_the_other_conditions_and_sets_published_invalid_owner() -> None:
+def routed_view() -> Any:
     decision = reconcile.plan(an_isvc(), None, chart())
     assert isinstance(decision, Routed)
-    view = reconcile.build_view(
+    return reconcile.build_view(
         decision, {"worker-a": Verdict(3, None), "worker-b": Verdict(1, None)}
     )
-    tmap = a_map()
-    tmap["status"] = reconcile.desired_status(tmap, UID, reconcile.routed_conditions(view), NOW)
-    frozen = reconcile.desired_status(tmap, UID, [reconcile.INVALID_OWNER], NOW)
-    by_type = {c["type"]: c for c in frozen["conditions"]}
-    assert (
-        by_type["Published"]["status"],
-        by_type["Published"]["reason"],
-        by_type["Published"]["message"],
-    ) == ("False", "InvalidOwner", "TrafficMap owner identity is invalid or stale")
-    assert by_type["CapacityFallback"] == next(
-        c for c in tmap["status"]["conditions"] if c["type"] == "CapacityFallback"
-    )
 
 
-def test_a_new_map_is_controlled_by_its_service() -> None:
+def test_the_status_apply_carries_only_the_routing_fields_and_the_read_version() -> None:
+    """OME's server-side apply: sourceUID and Routable, CapacityFallback, OverrideActive,
+    never the publisher's Published, on the map's resourceVersion."""
+    tmap = a_map(status={"conditions": [{"type": "Published", "status": "True"}]})
+    tmap["metadata"]["resourceVersion"] = "41"
+    status = reconcile.desired_status(tmap, UID, reconcile.routed_conditions(routed_view()), NOW)
+    body = reconcile.status_apply(tmap, status)
+    assert body["metadata"] == {
+        "name": "qwen3-0-6b",
+        "namespace": "qwen3-0-6b",
+        "resourceVersion": "41",
+    }
+    assert body["status"]["sourceUID"] == UID
+    assert [c["type"] for c in body["status"]["conditions"]] == [
+        "Routable",
+        "CapacityFallback",
+        "OverrideActive",
+    ]
+
+
+def test_a_new_map_is_controlled_by_its_service_and_carries_no_label() -> None:
     body = reconcile.new_map("qwen3-0-6b", "qwen3-0-6b", UID, {"service": "qwen3-0-6b"})
-    assert reconcile.controller_uid(body) == UID
+    assert has_exact_controller(body, "qwen3-0-6b", UID)
     assert body["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] is True
+    assert "labels" not in body["metadata"]
 
 
 def test_a_service_being_deleted_loses_its_map() -> None:
@@ -293,7 +304,7 @@ def test_an_accepted_plan_without_cluster_affinity_freezes_the_map_before_anythi
     isvc["spec"]["routing"]["enabled"] = False
     isvc["status"]["placement"]["plan"] = {"id": "plan-1"}
     assert reconcile.plan(isvc, a_map(owner_uid="another-uid"), chart()) == Frozen(
-        "an accepted placement plan requires spec.placement.policy: ClusterAffinity", UID
+        "an accepted placement plan requires spec.placement.policy: ClusterAffinity"
     )
 
 
@@ -306,28 +317,18 @@ def test_routing_off_reaps_the_map_before_any_validation() -> None:
 def test_a_placement_intent_error_comes_before_policy_and_drain_errors() -> None:
     decision = reconcile.plan(broken(drain=True, validate=True, intent=True), a_map(), chart())
     assert decision == Frozen(
-        "validate placement intent: spec.placement.mode must be a string, got 7", UID
+        "validate placement intent: spec.placement.mode must be a string, got 7"
     )
 
 
 def test_a_policy_validation_error_comes_before_a_drain_error() -> None:
     decision = reconcile.plan(broken(drain=True, validate=True), a_map(), chart())
-    assert decision == Frozen(VALIDATE_ERROR, UID)
+    assert decision == Frozen(VALIDATE_ERROR)
 
 
 def test_a_drain_error_comes_before_a_capacity_resolution_error() -> None:
     decision = reconcile.plan(broken(drain=True, resolve=True), a_map(), chart())
-    assert decision == Frozen(DRAIN_ERROR, UID)
-
-
-def test_routing_and_deprecated_placement_factors_together_freeze_the_map() -> None:
-    isvc = an_isvc(capacityFactors={"worker-a": "2"})
-    isvc["spec"]["placement"]["capacityFactors"] = {"worker-a": "2"}
-    assert reconcile.plan(isvc, a_map(), chart()) == Frozen(
-        "validate routing policy: spec.routing.capacityFactors and deprecated "
-        "spec.placement.capacityFactors must not both be set",
-        UID,
-    )
+    assert decision == Frozen(DRAIN_ERROR)
 
 
 @pytest.mark.parametrize(
@@ -340,7 +341,7 @@ def test_routing_and_deprecated_placement_factors_together_freeze_the_map() -> N
     ids=["drain", "validate", "resolve"],
 )
 def test_a_policy_or_drain_error_beats_a_foreign_map(isvc: dict[str, Any], message: str) -> None:
-    assert reconcile.plan(isvc, a_map(owner_uid="another-uid"), chart()) == Frozen(message, UID)
+    assert reconcile.plan(isvc, a_map(owner_uid="another-uid"), chart()) == Frozen(message)
 
 
 # --- the map's spec -------------------------------------------------------------------
@@ -360,13 +361,31 @@ def test_the_spec_carries_the_accepted_plans_id() -> None:
     assert spec["placementPlanID"] == "plan-7f3a"
 
 
-def test_without_a_plan_or_a_mode_the_spec_leaves_both_out() -> None:
-    isvc = an_isvc()
-    del isvc["spec"]["placement"]["mode"]
-    decision = routed(isvc)
+def test_without_a_plan_the_spec_leaves_the_plan_id_out() -> None:
+    decision = routed(an_isvc())
     spec = reconcile.desired_spec("qwen3-0-6b", decision, reconcile.build_view(decision, {}))
     assert "placementPlanID" not in spec
-    assert "mode" not in spec
+    assert spec["mode"] == "All"
+
+
+def test_a_service_without_a_mode_is_frozen_with_omes_intent_error() -> None:
+    isvc = an_isvc()
+    del isvc["spec"]["placement"]["mode"]
+    assert reconcile.plan(isvc, a_map(), chart()) == Frozen(
+        "validate placement intent: spec.placement.mode must explicitly select "
+        "Single, All, Split, or SplitByCapacity"
+    )
+
+
+def test_the_plans_id_is_written_whenever_a_plan_exists_even_before_placement() -> None:
+    isvc = an_isvc()
+    isvc["status"]["placement"] = {"phase": "Pending", "plan": {"id": "plan-1", "mode": "All"}}
+    decision = routed(isvc)
+    view = reconcile.build_view(decision, {})
+    spec = reconcile.desired_spec("qwen3-0-6b", decision, view)
+    assert spec["placementPlanID"] == "plan-1"
+    assert "entries" not in spec
+    assert view.condition("Routable").reason == "NotPlaced"
 
 
 def test_an_empty_table_is_left_out_of_the_spec() -> None:
@@ -389,8 +408,10 @@ def test_a_reported_ceiling_of_zero_is_kept_and_zero_counts_are_left_out() -> No
 
 def test_the_spec_patch_removes_what_the_new_spec_leaves_out() -> None:
     stored = a_map(spec={"service": "s", "mode": "All", "entries": [{"cluster": "worker-a"}]})
+    stored["metadata"]["resourceVersion"] = "17"
     assert reconcile.spec_patch(stored, {"service": "s"}) == {
-        "spec": {"mode": None, "entries": None, "service": "s"}
+        "metadata": {"resourceVersion": "17"},
+        "spec": {"mode": None, "entries": None, "service": "s"},
     }
 
 
@@ -401,3 +422,40 @@ def test_the_status_leaves_published_out_while_nothing_is_published() -> None:
     status = reconcile.desired_status(a_map(), UID, reconcile.routed_conditions(view), NOW)
     assert "published" not in status
     assert status["sourceUID"] == UID
+
+
+# --- eligibility (OME's IsPlacementEligible) --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "mark",
+    [
+        {"labels": {"ome.io/placement-origin": "qwen3-0-6b"}},
+        {"annotations": {"ome.io/placement-origin-uid": "parent-uid"}},
+    ],
+    ids=["origin-label", "origin-uid-annotation"],
+)
+def test_a_derived_copy_is_never_routed_and_loses_its_map(mark: dict[str, Any]) -> None:
+    isvc = an_isvc()
+    isvc["metadata"].update(mark)
+    assert reconcile.plan(isvc, a_map(), chart()) == Unrouted(delete_map=True)
+
+
+def test_an_annotation_only_service_is_eligible_then_frozen_by_omes_intent_check() -> None:
+    isvc = an_isvc()
+    del isvc["spec"]["placement"]
+    isvc["metadata"]["annotations"] = {"ome.io/cluster-selector": ""}
+    assert reconcile.plan(isvc, None, chart()) == Frozen(
+        "validate placement intent: annotation ome.io/cluster-selector is unsupported; "
+        "declare spec.placement.mode and migrate restrictions to clusterAffinity"
+    )
+
+
+def test_a_plan_without_cluster_affinity_holds_the_map_even_with_routing_off() -> None:
+    """OME checks the plan before the routing gate: the map is not reaped while it holds."""
+    isvc = an_isvc()
+    isvc["spec"]["placement"]["policy"] = "Spread"
+    isvc["status"]["placement"]["plan"] = {"id": "plan-1"}
+    assert reconcile.plan(isvc, a_map(), OperatorConfig()) == Frozen(
+        "an accepted placement plan requires spec.placement.policy: ClusterAffinity"
+    )

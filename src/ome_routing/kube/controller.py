@@ -1,7 +1,7 @@
 """The routing controller: keeps one TrafficMap per routed InferenceService.
 
-`Controller.run` is the leader's work. It lists and watches InferenceServices,
-TrafficMaps and WorkloadClusters, polls every home through one `Observer`, and runs
+`Controller.run` is the leader's work. It lists and watches InferenceServices and
+TrafficMaps (as OME's routing controller does: it never reads WorkloadClusters), polls every home through one `Observer`, and runs
 `maxConcurrentReconciles` workers over a keyed work queue. Health probes run on a
 `Prober` that shares the observer's client (its budget and connections); probe state,
 unlike capacity windows, is restored from the map after a restart (`probing`). A reconcile asks
@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -43,9 +43,16 @@ from ome_routing.kube.caches import SharedCaches
 from ome_routing.kube.homes import HomeKey as HomeKey
 from ome_routing.kube.homes import ServiceKey
 from ome_routing.kube.homes import home_keys as home_keys
+from ome_routing.kube.ownership import STALE_SNAPSHOT, same_snapshot
 from ome_routing.kube.probing import ProbeTargets
 from ome_routing.kube.reconcile import Frozen, NotOurs, Routed, Unrouted
-from ome_routing.kube.resources import FIELD_MANAGER, TrafficMap, WorkloadCluster
+from ome_routing.kube.resources import (
+    FIELD_MANAGER,
+    ROUTING_STATUS_FIELD_OWNER,
+    InferenceService,
+    TrafficMap,
+    delete_with_preconditions,
+)
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
@@ -62,7 +69,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("ome_routing.controller")
 
 
-#: A full pass over every service, in case an event was lost.
+#: A full pass over every service, in case an event was lost (controller-runtime's
+#: informers resync every 10 hours; this is ours, and cheap: a pass writes nothing at rest).
 RESYNC_SECONDS = 600.0
 #: How long a stopping worker may take to finish the writes of the reconcile it is in, so
 #: that a shutdown or a lost leadership never leaves a map with a new spec and an old status.
@@ -169,15 +177,11 @@ class Controller:
             caches = SharedCaches(self._client)
             self._listen(caches)
         self._isvcs, self._maps = caches.isvcs, caches.maps
-        clusters = Informer(self._client, WorkloadCluster, self._on_cluster, namespaced=False)
         tasks: list[asyncio.Task[None]] = []
         try:
-            tasks.append(asyncio.create_task(clusters.run(), name="watch-WorkloadCluster"))
             if own:
                 tasks.append(asyncio.create_task(caches.run(), name="watch-caches"))
-            await asyncio.gather(
-                self._isvcs.synced.wait(), self._maps.synced.wait(), clusters.synced.wait()
-            )
+            await asyncio.gather(self._isvcs.synced.wait(), self._maps.synced.wait())
             self._hold_existing_homes()
             await observer.start()
             await prober.start()  # after `_hold_existing_homes`: their first probes spread
@@ -234,15 +238,6 @@ class Controller:
     def _on_map(self, key: ObjectKey, old: RawObject | None, new: RawObject | None) -> None:
         self._queue.add(key)
 
-    def _on_cluster(self, key: ObjectKey, old: RawObject | None, new: RawObject | None) -> None:
-        if self._isvcs is None:
-            return
-        cluster = key[1]
-        for service_key, isvc in self._isvcs.cache.items():
-            candidates = ((isvc.get("status") or {}).get("placement") or {}).get("candidates") or []
-            if any(isinstance(c, Mapping) and c.get("cluster") == cluster for c in candidates):
-                self._queue.add(service_key)
-
     def _on_verdict_change(self, key: Any, verdict: object) -> None:
         """A home's capacity verdict or probe state changed: its map is looked at again."""
         self._queue.add((key.namespace, key.name))
@@ -263,12 +258,14 @@ class Controller:
                 attempt = self._retries.get(key, 0)
                 self._retries[key] = attempt + 1
                 delay = min(_RETRY_START * 2**attempt, _RETRY_MAX)
-                log.warning(
-                    "reconcile TrafficMap %s/%s failed: %s; retrying in %.0fs",
-                    key[0],
-                    key[1],
-                    _api_message(err),
-                    delay,
+                log.error(
+                    "Reconciler error",
+                    extra={
+                        "controller": "placement-routing",
+                        "isvc": f"{key[0]}/{key[1]}",
+                        "error": _api_message(err),
+                        "retryIn": f"{delay:.0f}s",
+                    },
                 )
                 self._queue.add_after(key, delay)
             finally:
@@ -282,35 +279,37 @@ class Controller:
         namespace, name = key
         isvc = self._isvcs.cache.get(key)
         tmap = self._maps.cache.get(key)
+        if isvc is None and tmap is not None:
+            # an orphan is reaped only once the service is known to be gone, not on a miss
+            isvc = await self._read_live(InferenceService, key)
         decision = reconcile.plan(isvc, tmap, self._config)
         if isinstance(decision, Unrouted):
             self._sync_homes(key, None)
             self._forget_probes(key)
+            self._metrics.forget_map(namespace, name)
+            if decision.problem is not None:
+                self._log_once(key, decision.problem)
+                return "skipped"
             self._logged.pop(key, None)
-            self._metrics.forget_map(namespace, name)
             if decision.delete_map and tmap is not None:
-                await self._delete(key, tmap)
-                return "deleted"
+                return await self._delete(key, tmap)
             return "skipped"
-        if isinstance(decision, NotOurs):
+        if isinstance(decision, NotOurs | Frozen):
+            # OME writes nothing on either: the last spec and conditions stay
             self._sync_homes(key, None)
             self._forget_probes(key)
             self._log_once(key, decision.message)
             self._metrics.forget_map(namespace, name)
-            return "skipped"
-        if isinstance(decision, Frozen):
-            self._sync_homes(key, None)
-            self._forget_probes(key)
-            self._log_once(key, decision.message)
-            self._metrics.forget_map(namespace, name)
-            if tmap is not None:
-                await self._write_status(key, tmap, decision.uid, [reconcile.INVALID_OWNER])
-            return "frozen"
+            return "frozen" if isinstance(decision, Frozen) else "skipped"
         self._logged.pop(key, None)
-        return await self._reconcile_routed(key, decision, tmap)
+        assert isvc is not None
+        try:
+            return await self._reconcile_routed(key, decision, isvc, tmap)
+        except _Conflict:
+            return await self._start_over(key)
 
     async def _reconcile_routed(
-        self, key: ServiceKey, routed: Routed, tmap: RawObject | None
+        self, key: ServiceKey, routed: Routed, isvc: RawObject, tmap: RawObject | None
     ) -> str:
         namespace, name = key
         homes = self._sync_homes(key, routed)
@@ -321,10 +320,24 @@ class Controller:
         probes = self._probes.sync(key, routed, tmap)
         view = reconcile.build_view(routed, verdicts, probes)
         spec = reconcile.desired_spec(name, routed, view)
-        if tmap is None:
-            tmap = await self._create(key, routed.uid, spec)
-        elif tmap.get("spec") != spec:
-            tmap = await self._patch(key, reconcile.spec_patch(tmap, spec), status=False)
+        if tmap is None or tmap.get("spec") != spec:
+            if routed.placement.plan_id:
+                await self._fence_plan(key, isvc)
+            if tmap is None:
+                tmap = await self._create(key, routed.uid, spec)
+                operation = "created"
+            else:
+                tmap = await self._patch_spec(key, reconcile.spec_patch(tmap, spec))
+                operation = "updated"
+            log.info(
+                "trafficmap generated",
+                extra={
+                    "isvc": f"{namespace}/{name}",
+                    "op": operation,
+                    "mode": spec.get("mode", ""),
+                    "homes": len(spec.get("entries") or ()),
+                },
+            )
         await self._write_status(key, tmap, routed.uid, reconcile.routed_conditions(view))
         self._metrics.set_fallback_homes(
             namespace, name, view.fallback_homes if routed.poll is not None else None
@@ -333,6 +346,13 @@ class Controller:
             namespace, name, self._probes.gated(probes) if routed.probe is not None else None
         )
         return "ok"
+
+    async def _fence_plan(self, key: ServiceKey, isvc: RawObject) -> None:
+        """OME's fence before a planned spec is written: the InferenceService on the API
+        server (not the cache) must be the one the spec was computed from."""
+        live = await self._read_live(InferenceService, key)
+        if live is None or not same_snapshot(isvc, live):
+            raise StaleSnapshot(STALE_SNAPSHOT)
 
     def _forget_probes(self, key: ServiceKey) -> None:
         if self._probes is not None:
@@ -369,54 +389,122 @@ class Controller:
 
     # --- writes -----------------------------------------------------------------
 
+    async def _start_over(self, key: ServiceKey) -> str:
+        """A write met a newer map: read it, and reconcile again at once from it."""
+        assert self._maps is not None
+        live = await self._read_live(TrafficMap, key)
+        if live is not None:
+            self._maps.remember(live)
+        self._queue.add(key)
+        return "conflict"
+
+    async def _read_live(self, resource: Any, key: ServiceKey) -> RawObject | None:
+        """The object as the API server holds it now (not the cache); None when gone."""
+        try:
+            return _raw(await self._client.get(resource, key[1], namespace=key[0]))
+        except ApiError as err:
+            if err.status.code == 404:
+                return None
+            raise
+
     async def _create(self, key: ServiceKey, uid: str, spec: Mapping[str, Any]) -> RawObject:
         assert self._maps is not None
         body = reconcile.new_map(key[0], key[1], uid, spec)
-        created = await self._client.create(TrafficMap.from_dict(body), field_manager=FIELD_MANAGER)
+        try:
+            created = await self._client.create(
+                TrafficMap.from_dict(body), field_manager=FIELD_MANAGER
+            )
+        except ApiError as err:
+            if err.status.code == 409:  # the cache had not seen it yet
+                raise _Conflict() from err
+            raise
         self._metrics.writes.labels(kind="create").inc()
         raw = _raw(created)
         self._maps.remember(raw)
-        log.info("created TrafficMap %s/%s", key[0], key[1])
         return raw
 
-    async def _patch(self, key: ServiceKey, body: Mapping[str, Any], *, status: bool) -> RawObject:
-        assert self._maps is not None
-        resource = TrafficMap.Status if status else TrafficMap
-        patched = await self._client.patch(
-            resource,
-            key[1],
-            dict(body),
-            namespace=key[0],
-            patch_type=PatchType.MERGE,
-            field_manager=FIELD_MANAGER,
+    async def _patch_spec(self, key: ServiceKey, body: Mapping[str, Any]) -> RawObject:
+        """A merge patch of the spec, refused (409) if the map moved past its resourceVersion."""
+        return await self._send(
+            key,
+            "spec",
+            self._client.patch(
+                TrafficMap,
+                key[1],
+                dict(body),
+                namespace=key[0],
+                patch_type=PatchType.MERGE,
+                field_manager=FIELD_MANAGER,
+            ),
         )
-        self._metrics.writes.labels(kind="status" if status else "spec").inc()
-        raw = _raw(patched)
-        self._maps.remember(raw)
-        return raw
 
     async def _write_status(
         self, key: ServiceKey, tmap: RawObject, uid: str, conditions: list[Any]
     ) -> None:
         old = tmap.get("status") or {}
         status = reconcile.desired_status(tmap, uid, conditions, self._clock())
-        if status != old:
-            # only what changed: the publisher's keys are its own to write
-            changed = {k: v for k, v in status.items() if old.get(k) != v}
-            await self._patch(key, {"status": changed}, status=True)
+        if status == old:
+            return
+        # OME's server-side apply of the routing controller's own fields: the publisher's
+        # condition and journal have their own field owner, and stay as they are
+        await self._send(
+            key,
+            "status",
+            self._client.patch(
+                TrafficMap.Status,
+                key[1],
+                reconcile.status_apply(tmap, status),
+                namespace=key[0],
+                patch_type=PatchType.APPLY,
+                field_manager=ROUTING_STATUS_FIELD_OWNER,
+                force=True,
+            ),
+        )
 
-    async def _delete(self, key: ServiceKey, tmap: RawObject) -> None:
+    async def _send(self, key: ServiceKey, kind: str, write: Awaitable[Any]) -> RawObject:
         assert self._maps is not None
         try:
-            await self._client.delete(TrafficMap, key[1], namespace=key[0])
+            written = await write
         except ApiError as err:
+            if err.status.code in (404, 409):
+                raise _Conflict() from err
+            raise
+        self._metrics.writes.labels(kind=kind).inc()
+        raw = _raw(written)
+        self._maps.remember(raw)
+        return raw
+
+    async def _delete(self, key: ServiceKey, tmap: RawObject) -> str:
+        """Delete the map on the condition that it is still the one read (OME's
+        preconditions on UID and resourceVersion); a conflict looks again at once."""
+        assert self._maps is not None
+        meta = tmap.get("metadata") or {}
+        try:
+            await delete_with_preconditions(
+                self._client,
+                TrafficMap,
+                key,
+                uid=str(meta.get("uid") or ""),
+                resource_version=str(meta.get("resourceVersion") or ""),
+            )
+        except ApiError as err:
+            if err.status.code == 409:
+                return await self._start_over(key)
             if err.status.code != 404:
                 raise
         self._metrics.writes.labels(kind="delete").inc()
-        meta = tmap.get("metadata") or {}
         if not meta.get("finalizers"):  # else it stays, terminating, for the publisher to finalize
             self._maps.forget(key, str(meta.get("resourceVersion") or ""))
         log.info("deleted TrafficMap %s/%s", key[0], key[1])
+        return "deleted"
+
+
+class _Conflict(Exception):
+    """A write met a newer map than the one it was computed from (409), or none (404)."""
+
+
+class StaleSnapshot(Exception):
+    """The InferenceService changed between the cache's view and the API server's."""
 
 
 async def _finish_when_cancelled(work: Coroutine[Any, Any, str], grace: float) -> str:

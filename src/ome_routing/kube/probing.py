@@ -20,7 +20,8 @@ from typing import Any, NamedTuple
 
 from ome_routing.core.proberules import ProbePolicy, probe_digest
 from ome_routing.core.probes import ProbeState, Restored, restore
-from ome_routing.kube.reconcile import Routed, controller_uid
+from ome_routing.kube.ownership import has_exact_controller, meta
+from ome_routing.kube.reconcile import Routed
 from ome_routing.observer.failures import PollFailure
 from ome_routing.observer.polling import poll_target
 from ome_routing.observer.prober import Prober
@@ -60,7 +61,7 @@ def _stored_probe(
     tmap: Mapping[str, Any] | None, uid: str, cluster: str, endpoint: str, digest: str
 ) -> Mapping[str, Any] | None:
     """The map's `entries[].probe` of this home, if it may be restored."""
-    if tmap is None or controller_uid(tmap) != uid:
+    if tmap is None or not has_exact_controller(tmap, str(meta(tmap).get("name")), uid):
         return None
     for entry in (tmap.get("spec") or {}).get("entries") or []:
         if not isinstance(entry, Mapping) or entry.get("cluster") != cluster:

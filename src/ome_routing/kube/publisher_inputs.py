@@ -13,7 +13,6 @@ from typing import Any
 from ome_routing.core.config import OperatorConfig
 from ome_routing.core.publication import Publication, Source
 from ome_routing.core.publication_status import FINALIZER, Reason, claims_of
-from ome_routing.kube import reconcile
 from ome_routing.kube.resources import API_VERSION
 from ome_routing.kube.watching import RawObject
 
@@ -41,8 +40,6 @@ def owner_problem(tmap: RawObject, isvc: RawObject | None, config: OperatorConfi
         return "TrafficMap does not record its InferenceService's UID"
     if (tmap.get("spec") or {}).get("observedISVCGeneration") != meta(isvc).get("generation"):
         return "TrafficMap is stale for its InferenceService's generation"
-    if isinstance(reconcile.plan(isvc, tmap, config), reconcile.Frozen):
-        return "the routing controller has frozen the TrafficMap"
     return None
 
 
