@@ -132,7 +132,8 @@ class RoutingMetrics:
         self.registry = registry or CollectorRegistry()
         self.fallback_homes = PerMapGauge(
             "ome_trafficmap_capacity_fallback_homes",
-            "Homes of a TrafficMap without a capacity ceiling, while its capacity poll is on.",
+            "Number of homes currently using control-plane allocation because configured "
+            "endpoint capacity did not produce a usable ceiling.",
             ["namespace", "trafficmap"],
             self.registry,
         )
@@ -185,15 +186,15 @@ class RoutingMetrics:
             registry=self.registry,
         )
         self.gated_homes = PerMapGauge(
-            "ome_trafficmap_probe_gated_homes",
+            "ome_routing_probe_gated_homes",
             "Homes of a TrafficMap that its health probe gates, while its probe is on.",
             ["namespace", "trafficmap"],
             self.registry,
         )
         self.publication_fallback = PerMapGauge(
             "ome_trafficmap_publication_fallback",
-            "1 while a TrafficMap's PublicationFallback condition is True (never, for the "
-            "built-in gatewayapi publisher).",
+            "Whether a TrafficMap publisher is currently serving a retained positive "
+            "publication plan.",
             ["namespace", "trafficmap", "publisher"],
             self.registry,
         )

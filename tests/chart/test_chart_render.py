@@ -394,7 +394,7 @@ class TestMonitoring:
             "ome_routing_trafficmap_reconcile_duration_seconds",
             "ome_routing_leader",
             "ome_routing_health_probes_total",
-            "ome_trafficmap_probe_gated_homes",
+            "ome_routing_probe_gated_homes",
             "ome_trafficmap_publication_fallback",
         ):
             assert metric in queries

@@ -222,7 +222,7 @@ async def test_a_failing_home_is_gated_and_reopens(scene: Scene) -> None:
     line = f'namespace="{scene.namespace}",trafficmap="svc"}} 1.0'
 
     async def counted() -> bool:
-        return line in await process.metric("ome_trafficmap_probe_gated_homes")
+        return line in await process.metric("ome_routing_probe_gated_homes")
 
     await eventually(counted, what="the gated-homes gauge to count worker-b")
     waits = await process.metric("ome_routing_observer_budget_wait_seconds_count")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ome_routing.metrics import RoutingMetrics
 
-GATED = 'ome_trafficmap_probe_gated_homes{namespace="qwen3-0-6b",trafficmap="qwen3-0-6b"}'
+GATED = 'ome_routing_probe_gated_homes{namespace="qwen3-0-6b",trafficmap="qwen3-0-6b"}'
 FALLBACK = 'ome_trafficmap_capacity_fallback_homes{namespace="qwen3-0-6b",trafficmap="qwen3-0-6b"}'
 
 
