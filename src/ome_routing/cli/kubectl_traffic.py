@@ -1,0 +1,216 @@
+"""`kubectl ome traffic`: `status` and `explain` (read-only), `drain` and `undrain` (guarded).
+
+Drain and undrain read the InferenceService, print the exact change to stderr, ask for
+confirmation (`--yes` in scripts), then send one JSON Patch that tests the uid and
+resourceVersion read; the whole action has 45 seconds, each request 10. The API
+server's answer must name the same InferenceService, else the outcome is reported
+unknown. RBAC: get and patch inferenceservices.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import click
+
+from ome_routing.cli.kubectl_api import Api, ApiFailure, KubeconfigError, object_path
+from ome_routing.cli.kubectl_common import kubeconfig_options, now
+from ome_routing.kubectl import actions, drain_checks
+from ome_routing.kubectl.drain_checks import DRAIN, UNDRAIN, PatchConflict, Refused
+
+__all__ = ["traffic"]
+
+#: How long one drain or undrain may take, in seconds.
+ACTION_BUDGET = 45.0
+JSON_PATCH = "application/json-patch+json"
+_GUARD_MESSAGE = "the server rejected our request due to an error in our request"
+
+
+@click.group(name="traffic")
+def traffic() -> None:
+    """Inspect traffic evidence and manage guarded drains."""
+
+
+ACTION_HELP = """Alpha: {action} one cross-cluster traffic arm.
+
+Alpha guarded traffic action on one control-plane InferenceService. Drain adds one
+independently removable ome.io/traffic-drain override; undrain removes exactly one
+existing ID. The existing annotation is parsed strictly: unknown fields, duplicates,
+unsafe values and overflow refuse. The request tests the exact InferenceService UID
+and resourceVersion (exit code 3 when it changed since it was read) and keeps every
+other annotation and override ID. Confirmation or --yes is required; --dry-run=client
+sends nothing, --dry-run=server sends the same patch with dryRun=All.
+
+The preview and prompt go to stderr; stdout is one ActionResult. API acceptance is not
+TrafficMap convergence; follow up with traffic status. The action has 45 seconds, each
+request 10. RBAC: get and patch inferenceservices.
+"""
+
+
+def action_options(action: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        command = click.option(
+            "-o", "--output", default="table", help="Output: table, wide (bounded), json or yaml"
+        )(command)
+        command = click.option(
+            "--dry-run", default="none", help="Dry-run mode: none, client or server"
+        )(command)
+        command = click.option(
+            "--yes", is_flag=True, help="Confirm the exact preview without an interactive prompt"
+        )(command)
+        if action == DRAIN:
+            command = click.option(
+                "--reason", default="", help="Bounded non-secret operator reason (required)"
+            )(command)
+            command = click.option(
+                "--workload-cluster",
+                default="",
+                help="WorkloadCluster DNS name to drain (required)",
+            )(command)
+        command = click.option(
+            "--id", "drain_id", default="", help="DNS-1123 override ID (required)"
+        )(command)
+        return kubeconfig_options(command)
+
+    return decorate
+
+
+@traffic.command(help=ACTION_HELP.format(action="drain"))
+@click.argument("isvc", nargs=-1)
+@action_options(DRAIN)
+def drain(isvc: tuple[str, ...], **flags: Any) -> None:
+    _run_action(DRAIN, isvc, **flags)
+
+
+@traffic.command(help=ACTION_HELP.format(action="undrain"))
+@click.argument("isvc", nargs=-1)
+@action_options(UNDRAIN)
+def undrain(isvc: tuple[str, ...], **flags: Any) -> None:
+    _run_action(UNDRAIN, isvc, workload_cluster="", reason="", **flags)
+
+
+def _left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise Refused(drain_checks.DEADLINE)
+    return left
+
+
+def _read_failure(failure: ApiFailure) -> Refused:
+    if failure.reason == "Timeout":
+        return Refused(drain_checks.DEADLINE)
+    return Refused(drain_checks.READ_FAILED)
+
+
+def _guard_rejected(failure: ApiFailure) -> bool:
+    """A 409, or the 422 of a failed `test` operation, and nothing else."""
+    if failure.code == 409:
+        return True
+    if failure.code != 422:
+        return False
+    status = failure.status
+    details = status.get("details")
+    return (
+        status.get("status") == "Failure"
+        and status.get("reason") == "Invalid"
+        and status.get("message") == _GUARD_MESSAGE
+        and isinstance(details, Mapping)
+        and not any(details.get(key) for key in ("name", "group", "kind", "uid"))
+        and not details.get("retryAfterSeconds")
+        and not details.get("causes")
+    )
+
+
+def _run_action(
+    action: str,
+    isvc: tuple[str, ...],
+    *,
+    workload_cluster: str,
+    reason: str,
+    drain_id: str,
+    dry_run: str,
+    output: str,
+    yes: bool,
+    kubeconfig: str | None,
+    context: str | None,
+    namespace: str | None,
+) -> None:
+    from ome_routing.cli.kubectl_confirm import confirm
+
+    drain_checks.check_flags(
+        action,
+        isvc,
+        drain_id=drain_id,
+        cluster=workload_cluster,
+        reason=reason,
+        dry_run=dry_run,
+        output=output,
+    )
+    deadline = time.monotonic() + ACTION_BUDGET
+    api: Api | None = None
+    with contextlib.suppress(KubeconfigError):
+        api = Api(kubeconfig, context)
+    resolved = namespace if namespace is not None else (api.namespace if api else None)
+    ns, context_name = drain_checks.check_scope(resolved, api.context if api else None)
+    assert api is not None
+    request = drain_checks.ActionRequest(
+        action=action,
+        name=isvc[0],
+        namespace=ns,
+        context=context_name,
+        drain_id=drain_id,
+        dry_run=dry_run,
+        output=output,
+        cluster=workload_cluster,
+        reason=reason,
+    )
+    path = object_path("inferenceservices", ns, request.name)
+    try:
+        try:
+            target = api.get(path, timeout=_left(deadline))
+        except ApiFailure as failure:
+            raise _read_failure(failure) from None
+        plan = actions.plan_action(request, target)
+        click.echo(actions.format_preview(plan), nl=False, err=True)
+        if not yes:
+            confirm(sys.stdin, sys.stderr, deadline)
+        _left(deadline)
+        accepted = False
+        if dry_run != "client":
+            _send(api, path, plan, deadline)
+            accepted = True
+    finally:
+        api.close()
+    result = actions.action_result(plan, now(), accepted=accepted)
+    try:
+        if output in ("json", "yaml"):
+            from ome_routing.kubectl.table import render_document
+
+            click.echo(render_document(result, output), nl=False)
+        else:
+            click.echo(actions.format_result_table(result, wide=output == "wide"), nl=False)
+    except OSError:
+        raise Refused(actions.WRITE_FAILED) from None
+
+
+def _send(api: Api, path: str, plan: actions.ActionPlan, deadline: float) -> None:
+    params = {"dryRun": "All"} if plan.request.dry_run == "server" else None
+    try:
+        body = api.patch(
+            path,
+            plan.patch,
+            content_type=JSON_PATCH,
+            timeout=_left(deadline),
+            params=params,
+        )
+    except ApiFailure as failure:
+        if failure.reason == "ResponseTooLarge":
+            raise Refused(actions.NOT_SAFELY_BOUND) from None
+        if _guard_rejected(failure):
+            raise PatchConflict(actions.CONFLICT) from None
+        raise _read_failure(failure) from None
+    actions.check_response(body, plan)
