@@ -30,12 +30,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lightkube import ApiError, AsyncClient
-from lightkube.types import PatchType
 
 from ome_routing.core.config import OperatorConfig
 from ome_routing.kube import reconcile
@@ -43,16 +42,11 @@ from ome_routing.kube.caches import SharedCaches
 from ome_routing.kube.homes import HomeKey as HomeKey
 from ome_routing.kube.homes import ServiceKey
 from ome_routing.kube.homes import home_keys as home_keys
-from ome_routing.kube.ownership import STALE_SNAPSHOT, same_snapshot
+from ome_routing.kube.mapwrites import Conflict, MapWrites
+from ome_routing.kube.mapwrites import StaleSnapshot as StaleSnapshot
 from ome_routing.kube.probing import ProbeTargets
 from ome_routing.kube.reconcile import Frozen, NotOurs, Routed, Unrouted
-from ome_routing.kube.resources import (
-    FIELD_MANAGER,
-    ROUTING_STATUS_FIELD_OWNER,
-    InferenceService,
-    TrafficMap,
-    delete_with_preconditions,
-)
+from ome_routing.kube.resources import InferenceService, TrafficMap
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
@@ -144,6 +138,7 @@ class Controller:
             self._listen(caches)
         self._isvcs: Informer | None = None
         self._maps: Informer | None = None
+        self._writes: MapWrites | None = None
         self.synced = asyncio.Event()
 
     def _listen(self, caches: SharedCaches) -> None:
@@ -177,6 +172,7 @@ class Controller:
             caches = SharedCaches(self._client)
             self._listen(caches)
         self._isvcs, self._maps = caches.isvcs, caches.maps
+        self._writes = MapWrites(self._client, caches.maps, self._metrics, self._clock)
         tasks: list[asyncio.Task[None]] = []
         try:
             if own:
@@ -275,13 +271,13 @@ class Controller:
 
     async def reconcile(self, key: ServiceKey) -> str:
         """Bring one service's TrafficMap in line; returns how it ended, for metrics."""
-        assert self._isvcs is not None and self._maps is not None
+        assert self._isvcs is not None and self._maps is not None and self._writes is not None
         namespace, name = key
         isvc = self._isvcs.cache.get(key)
         tmap = self._maps.cache.get(key)
         if isvc is None and tmap is not None:
             # an orphan is reaped only once the service is known to be gone, not on a miss
-            isvc = await self._read_live(InferenceService, key)
+            isvc = await self._writes.read_live(InferenceService, key)
         decision = reconcile.plan(isvc, tmap, self._config)
         if isinstance(decision, Unrouted):
             self._sync_homes(key, None)
@@ -305,7 +301,7 @@ class Controller:
         assert isvc is not None
         try:
             return await self._reconcile_routed(key, decision, isvc, tmap)
-        except _Conflict:
+        except Conflict:
             return await self._start_over(key)
 
     async def _reconcile_routed(
@@ -320,14 +316,16 @@ class Controller:
         probes = self._probes.sync(key, routed, tmap)
         view = reconcile.build_view(routed, verdicts, probes)
         spec = reconcile.desired_spec(name, routed, view)
+        writes = self._writes
+        assert writes is not None
         if tmap is None or tmap.get("spec") != spec:
             if routed.placement.plan_id:
-                await self._fence_plan(key, isvc)
+                await writes.fence_plan(key, isvc)
             if tmap is None:
-                tmap = await self._create(key, routed.uid, spec)
+                tmap = await writes.create(key, routed.uid, spec)
                 operation = "created"
             else:
-                tmap = await self._patch_spec(key, reconcile.spec_patch(tmap, spec))
+                tmap = await writes.patch_spec(key, reconcile.spec_patch(tmap, spec))
                 operation = "updated"
             log.info(
                 "trafficmap generated",
@@ -338,7 +336,7 @@ class Controller:
                     "homes": len(spec.get("entries") or ()),
                 },
             )
-        await self._write_status(key, tmap, routed.uid, reconcile.routed_conditions(view))
+        await writes.status(key, tmap, routed.uid, reconcile.routed_conditions(view))
         self._metrics.set_fallback_homes(
             namespace, name, view.fallback_homes if routed.poll is not None else None
         )
@@ -346,13 +344,6 @@ class Controller:
             namespace, name, self._probes.gated(probes) if routed.probe is not None else None
         )
         return "ok"
-
-    async def _fence_plan(self, key: ServiceKey, isvc: RawObject) -> None:
-        """OME's fence before a planned spec is written: the InferenceService on the API
-        server (not the cache) must be the one the spec was computed from."""
-        live = await self._read_live(InferenceService, key)
-        if live is None or not same_snapshot(isvc, live):
-            raise StaleSnapshot(STALE_SNAPSHOT)
 
     def _forget_probes(self, key: ServiceKey) -> None:
         if self._probes is not None:
@@ -391,120 +382,21 @@ class Controller:
 
     async def _start_over(self, key: ServiceKey) -> str:
         """A write met a newer map: read it, and reconcile again at once from it."""
-        assert self._maps is not None
-        live = await self._read_live(TrafficMap, key)
+        assert self._maps is not None and self._writes is not None
+        live = await self._writes.read_live(TrafficMap, key)
         if live is not None:
             self._maps.remember(live)
         self._queue.add(key)
         return "conflict"
 
-    async def _read_live(self, resource: Any, key: ServiceKey) -> RawObject | None:
-        """The object as the API server holds it now (not the cache); None when gone."""
-        try:
-            return _raw(await self._client.get(resource, key[1], namespace=key[0]))
-        except ApiError as err:
-            if err.status.code == 404:
-                return None
-            raise
-
-    async def _create(self, key: ServiceKey, uid: str, spec: Mapping[str, Any]) -> RawObject:
-        assert self._maps is not None
-        body = reconcile.new_map(key[0], key[1], uid, spec)
-        try:
-            created = await self._client.create(
-                TrafficMap.from_dict(body), field_manager=FIELD_MANAGER
-            )
-        except ApiError as err:
-            if err.status.code == 409:  # the cache had not seen it yet
-                raise _Conflict() from err
-            raise
-        self._metrics.writes.labels(kind="create").inc()
-        raw = _raw(created)
-        self._maps.remember(raw)
-        return raw
-
-    async def _patch_spec(self, key: ServiceKey, body: Mapping[str, Any]) -> RawObject:
-        """A merge patch of the spec, refused (409) if the map moved past its resourceVersion."""
-        return await self._send(
-            key,
-            "spec",
-            self._client.patch(
-                TrafficMap,
-                key[1],
-                dict(body),
-                namespace=key[0],
-                patch_type=PatchType.MERGE,
-                field_manager=FIELD_MANAGER,
-            ),
-        )
-
-    async def _write_status(
-        self, key: ServiceKey, tmap: RawObject, uid: str, conditions: list[Any]
-    ) -> None:
-        old = tmap.get("status") or {}
-        status = reconcile.desired_status(tmap, uid, conditions, self._clock())
-        if status == old:
-            return
-        # OME's server-side apply of the routing controller's own fields: the publisher's
-        # condition and journal have their own field owner, and stay as they are
-        await self._send(
-            key,
-            "status",
-            self._client.patch(
-                TrafficMap.Status,
-                key[1],
-                reconcile.status_apply(tmap, status),
-                namespace=key[0],
-                patch_type=PatchType.APPLY,
-                field_manager=ROUTING_STATUS_FIELD_OWNER,
-                force=True,
-            ),
-        )
-
-    async def _send(self, key: ServiceKey, kind: str, write: Awaitable[Any]) -> RawObject:
-        assert self._maps is not None
-        try:
-            written = await write
-        except ApiError as err:
-            if err.status.code in (404, 409):
-                raise _Conflict() from err
-            raise
-        self._metrics.writes.labels(kind=kind).inc()
-        raw = _raw(written)
-        self._maps.remember(raw)
-        return raw
-
     async def _delete(self, key: ServiceKey, tmap: RawObject) -> str:
-        """Delete the map on the condition that it is still the one read (OME's
-        preconditions on UID and resourceVersion); a conflict looks again at once."""
-        assert self._maps is not None
-        meta = tmap.get("metadata") or {}
+        assert self._writes is not None
         try:
-            await delete_with_preconditions(
-                self._client,
-                TrafficMap,
-                key,
-                uid=str(meta.get("uid") or ""),
-                resource_version=str(meta.get("resourceVersion") or ""),
-            )
-        except ApiError as err:
-            if err.status.code == 409:
-                return await self._start_over(key)
-            if err.status.code != 404:
-                raise
-        self._metrics.writes.labels(kind="delete").inc()
-        if not meta.get("finalizers"):  # else it stays, terminating, for the publisher to finalize
-            self._maps.forget(key, str(meta.get("resourceVersion") or ""))
+            await self._writes.delete(key, tmap)
+        except Conflict:
+            return await self._start_over(key)
         log.info("deleted TrafficMap %s/%s", key[0], key[1])
         return "deleted"
-
-
-class _Conflict(Exception):
-    """A write met a newer map than the one it was computed from (409), or none (404)."""
-
-
-class StaleSnapshot(Exception):
-    """The InferenceService changed between the cache's view and the API server's."""
 
 
 async def _finish_when_cancelled(work: Coroutine[Any, Any, str], grace: float) -> str:
@@ -524,10 +416,6 @@ async def _finish_when_cancelled(work: Coroutine[Any, Any, str], grace: float) -
         raise
     finally:
         del task
-
-
-def _raw(obj: Any) -> RawObject:
-    return dict(obj.to_dict()) if hasattr(obj, "to_dict") else dict(obj)
 
 
 def _api_message(err: BaseException) -> str:

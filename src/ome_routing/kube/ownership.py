@@ -140,7 +140,7 @@ def same_snapshot(cached: RawObject, live: RawObject) -> bool:
     kubectl's last-applied annotation is left out on both sides: the cache does not keep
     it (`watching.lean`), and a change to it alone changes nothing routing reads.
     """
-    old, new = meta(lean(cached)), meta(lean(live))
+    old, new = meta(lean(dict(cached))), meta(lean(dict(live)))
     return (
         old.get("uid") == new.get("uid")
         and old.get("generation") == new.get("generation")

@@ -1,0 +1,153 @@
+"""The routing controller's writes of a TrafficMap, each on the version it was read at.
+
+- `create`: a new map, controlled by its service (409 when the cache had not seen one).
+- `patch_spec`: a merge patch of the spec carrying the map's resourceVersion.
+- `status`: OME's server-side apply of `sourceUID` and the routing conditions, field owner
+  `ome-trafficmap-routing`, carrying the map's resourceVersion; only when they changed.
+- `delete`: with OME's preconditions on the map's UID and resourceVersion.
+- `fence_plan`: OME's fence before a spec with a plan ID is written: the InferenceService
+  as the API server holds it now must be the one the spec was computed from.
+
+Every write that meets a newer map (409) or none (404) raises `Conflict`, for the
+controller to read the map again and reconcile from it; a write never retries on its
+own, so a write computed from an old view is never sent again on a newer one. Each
+write that lands goes into the shared cache at once (`Informer.remember`).
+
+Errors: `Conflict`, `StaleSnapshot` (`placement source or plan changed`), and lightkube's
+`ApiError` for anything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from lightkube import ApiError, AsyncClient
+from lightkube.types import PatchType
+
+from ome_routing.kube import reconcile
+from ome_routing.kube.ownership import STALE_SNAPSHOT, same_snapshot
+from ome_routing.kube.resources import (
+    FIELD_MANAGER,
+    ROUTING_STATUS_FIELD_OWNER,
+    InferenceService,
+    TrafficMap,
+    delete_with_preconditions,
+)
+from ome_routing.kube.watching import Informer, RawObject
+from ome_routing.metrics import RoutingMetrics
+
+ServiceKey = tuple[str, str]
+
+
+class Conflict(Exception):
+    """A write met a newer map than the one it was computed from (409), or none (404)."""
+
+
+class StaleSnapshot(Exception):
+    """The InferenceService changed between the cache's view and the API server's."""
+
+
+def raw(obj: Any) -> RawObject:
+    return dict(obj.to_dict()) if hasattr(obj, "to_dict") else dict(obj)
+
+
+class MapWrites:
+    def __init__(
+        self,
+        client: AsyncClient,
+        maps: Informer,
+        metrics: RoutingMetrics,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._client = client
+        self._maps = maps
+        self._metrics = metrics
+        self._clock = clock
+
+    async def read_live(self, resource: Any, key: ServiceKey) -> RawObject | None:
+        """The object as the API server holds it now (not the cache); None when gone."""
+        try:
+            return raw(await self._client.get(resource, key[1], namespace=key[0]))
+        except ApiError as err:
+            if err.status.code == 404:
+                return None
+            raise
+
+    async def fence_plan(self, key: ServiceKey, isvc: RawObject) -> None:
+        live = await self.read_live(InferenceService, key)
+        if live is None or not same_snapshot(isvc, live):
+            raise StaleSnapshot(STALE_SNAPSHOT)
+
+    async def create(self, key: ServiceKey, uid: str, spec: Mapping[str, Any]) -> RawObject:
+        body = reconcile.new_map(key[0], key[1], uid, spec)
+        return await self._send(
+            "create", self._client.create(TrafficMap.from_dict(body), field_manager=FIELD_MANAGER)
+        )
+
+    async def patch_spec(self, key: ServiceKey, body: Mapping[str, Any]) -> RawObject:
+        return await self._send(
+            "spec",
+            self._client.patch(
+                TrafficMap,
+                key[1],
+                dict(body),
+                namespace=key[0],
+                patch_type=PatchType.MERGE,
+                field_manager=FIELD_MANAGER,
+            ),
+        )
+
+    async def status(
+        self, key: ServiceKey, tmap: RawObject, uid: str, conditions: list[Any]
+    ) -> None:
+        old = tmap.get("status") or {}
+        status = reconcile.desired_status(tmap, uid, conditions, self._clock())
+        if status == old:
+            return
+        # the publisher's condition and journal have their own field owner, and stay
+        await self._send(
+            "status",
+            self._client.patch(
+                TrafficMap.Status,
+                key[1],
+                reconcile.status_apply(tmap, status),
+                namespace=key[0],
+                patch_type=PatchType.APPLY,
+                field_manager=ROUTING_STATUS_FIELD_OWNER,
+                force=True,
+            ),
+        )
+
+    async def delete(self, key: ServiceKey, tmap: RawObject) -> None:
+        meta = tmap.get("metadata") or {}
+        version = str(meta.get("resourceVersion") or "")
+        try:
+            await delete_with_preconditions(
+                self._client,
+                TrafficMap,
+                key,
+                uid=str(meta.get("uid") or ""),
+                resource_version=version,
+            )
+        except ApiError as err:
+            if err.status.code == 409:
+                raise Conflict() from err
+            if err.status.code != 404:
+                raise
+        self._metrics.writes.labels(kind="delete").inc()
+        if not meta.get("finalizers"):  # else it stays, terminating, for the publisher to finalize
+            self._maps.forget(key, version)
+
+    async def _send(self, kind: str, write: Awaitable[Any]) -> RawObject:
+        try:
+            written = await write
+        except ApiError as err:
+            if err.status.code in (404, 409):
+                raise Conflict() from err
+            raise
+        self._metrics.writes.labels(kind=kind).inc()
+        result = raw(written)
+        self._maps.remember(result)
+        return result
