@@ -1,9 +1,8 @@
-"""`kubectl ome` through the real kubectl, on the local control plane.
+"""`kubectl ome placement endpoint` and `traffic drain|undrain` through the real kubectl.
 
-The plugin is a `kubectl-ome` script on PATH, so `kubectl ome ...` finds it as kubectl
-finds any plugin. The TrafficMaps are written directly (no controller runs); the drains
-go to real InferenceServices, the conflict path included: a pseudo-terminal holds the
-confirmation prompt open while the test changes the InferenceService.
+The TrafficMaps are written directly (no controller runs); the drains go to real
+InferenceServices, the conflict path included: a pseudo-terminal holds the confirmation
+prompt open while the test changes the InferenceService.
 """
 
 from __future__ import annotations
@@ -14,220 +13,143 @@ import os
 import pty
 import select
 import subprocess
-import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
+from kubectl_ome_harness import (
+    create_isvc,
+    create_trafficmap,
+    field_values,
+    plugin_env,
+    run_ome,
+)
 from lightkube import AsyncClient
 from lightkube.types import PatchType
 
-from ome_routing.core.drains import ALREADY_EXISTS, ANNOTATION, DOES_NOT_EXIST
+from ome_routing.core.drains import ANNOTATION
 from ome_routing.devcluster import LocalControlPlane
 from ome_routing.kube.resources import InferenceService, TrafficMap
-from ome_routing.kubectl import actions
+from ome_routing.kubectl import actions, drain_checks
 
 pytestmark = pytest.mark.timeout(120)
+__all__ = ["plugin_env"]
 
 MAINTENANCE_A = '{"maintenance-a":{"cluster":"worker-a","reason":"planned maintenance"}}'
 DRAIN_A = (
     "traffic", "drain", "chat", "--workload-cluster", "worker-a",
     "--id", "maintenance-a", "--reason", "planned maintenance",
 )  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def plugin_env(
-    control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, str]:
-    """The control plane's environment with a `kubectl-ome` script first on PATH."""
-    bin_dir = tmp_path_factory.mktemp("plugin-bin")
-    script = bin_dir / "kubectl-ome"
-    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ome_routing.cli.kubectl_ome "$@"\n')
-    script.chmod(0o755)
-    env = control_plane.env()
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
-    return env
-
-
-def kubectl_ome(
-    plane: LocalControlPlane,
-    env: dict[str, str],
-    *args: str,
-    stdin: int | None = subprocess.DEVNULL,
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(plane.tools.kubectl), "ome", *args],
-        env=env,
-        stdin=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-async def run_ome(
-    plane: LocalControlPlane, env: dict[str, str], *args: str
-) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(kubectl_ome, plane, env, *args)
-
-
-def field_values(table: str, field: str) -> list[str]:
-    """The VALUE cells of every row named `field` in a FIELD/VALUE table."""
-    lines = table.splitlines()
-    column = lines[0].index("VALUE")
-    return [line[column:] for line in lines[1:] if line[:column].rstrip() == field]
+NAME = "qwen3-0-6b"
+ENTRIES = [
+    {
+        "cluster": "worker-a",
+        "endpoint": "http://qwen3-0-6b.qwen3-0-6b.worker-a.example.com/v1",
+        "weight": 1,
+        "healthy": True,
+        "capacity": {"allocated": 1, "ready": 2, "source": "Endpoint", "reported": 1},
+    },
+    {
+        "cluster": "worker-b",
+        "endpoint": "http://qwen3-0-6b.qwen3-0-6b.worker-b.example.com/v1",
+        "weight": 2,
+        "healthy": True,
+        "drainRefs": [],
+        "capacity": {
+            "allocated": 2,
+            "ready": 2,
+            "source": "ControlPlane",
+            "fallbackReason": "capacity endpoint returned HTTP 404",
+        },
+    },
+]
 
 
 # --- placement endpoint -----------------------------------------------------------------
 
 
-def a_trafficmap_status(generation: int) -> dict[str, Any]:
-    def condition(type_: str, status: str, reason: str, message: str) -> dict[str, Any]:
-        return {
-            "type": type_,
-            "status": status,
-            "reason": reason,
-            "message": message,
-            "observedGeneration": generation,
-            "lastTransitionTime": "2026-09-28T10:00:00Z",
-        }
-
-    return {
-        "conditions": [
-            condition("Routable", "True", "Routable", "2 of 2 home(s) have a positive weight"),
-            condition("OverrideActive", "False", "NoOverrides", "the service has no drains"),
-            condition(
-                "CapacityFallback",
-                "True",
-                "EndpointCapacityUnavailable",
-                "1 of 2 home(s) are using control-plane capacity; "
-                "inspect spec.entries[].capacity.fallbackReason",
-            ),
-        ]
-    }
-
-
 @pytest.fixture
-async def trafficmap(kube_client: AsyncClient, namespace: str) -> AsyncIterator[str]:
-    """The TrafficMap `qwen3-0-6b`: worker-a capped by its report, worker-b falling back."""
-    body = {
-        "apiVersion": "ome.io/v1beta1",
-        "kind": "TrafficMap",
-        "metadata": {"name": "qwen3-0-6b", "namespace": namespace},
-        "spec": {
-            "service": "qwen3-0-6b",
-            "mode": "All",
-            "observedISVCGeneration": 1,
-            "entries": [
-                {
-                    "cluster": "worker-a",
-                    "endpoint": "http://qwen3-0-6b.qwen3-0-6b.worker-a.example.com",
-                    "weight": 1,
-                    "healthy": True,
-                    "capacity": {"allocated": 1, "ready": 2, "source": "Endpoint", "reported": 1},
-                },
-                {
-                    "cluster": "worker-b",
-                    "endpoint": "http://qwen3-0-6b.qwen3-0-6b.worker-b.example.com",
-                    "weight": 2,
-                    "healthy": True,
-                    "capacity": {
-                        "allocated": 2,
-                        "ready": 2,
-                        "source": "ControlPlane",
-                        "fallbackReason": "capacity endpoint returned HTTP 404",
-                    },
-                },
-            ],
-        },
-    }
-    created = await kube_client.create(TrafficMap.from_dict(body))
-    generation = created.metadata.generation
-    await kube_client.patch(
-        TrafficMap.Status,
-        "qwen3-0-6b",
-        {"status": a_trafficmap_status(generation)},
-        namespace=namespace,
-        patch_type=PatchType.MERGE,
-    )
-    yield "qwen3-0-6b"
+async def trafficmap(kube_client: AsyncClient, namespace: str) -> str:
+    """`qwen3-0-6b` and its own TrafficMap: worker-a capped by its report, worker-b falling back."""
+    uid = await create_isvc(kube_client, namespace, NAME)
+    await create_trafficmap(kube_client, namespace, NAME, uid, ENTRIES)
+    return NAME
 
 
-async def test_placement_endpoint_shows_conditions_and_each_home(
+async def endpoint(
+    plane: LocalControlPlane, env: dict[str, str], namespace: str, *args: str, name: str = NAME
+) -> subprocess.CompletedProcess[str]:
+    return await run_ome(plane, env, "placement", "endpoint", name, "-n", namespace, *args)
+
+
+async def test_placement_endpoint_reports_the_services_own_map(
     control_plane: LocalControlPlane, plugin_env: dict[str, str], namespace: str, trafficmap: str
 ) -> None:
-    result = await run_ome(
-        control_plane, plugin_env, "placement", "endpoint", trafficmap, "-n", namespace
-    )
+    result = await endpoint(control_plane, plugin_env, namespace)
     assert result.returncode == 0, result.stderr
     table = result.stdout
     assert table.splitlines()[0].split() == ["FIELD", "VALUE"]
+    assert field_values(table, "Mode") == ["All (Declared)"]
+    assert field_values(table, "Home inspection") == ["Validated 2/2; truncated=false"]
+    assert field_values(table, "TrafficMap state") == ["Observed"]
+    assert field_values(table, "Routing freshness") == ["Current"]
     assert field_values(table, "Capacity fallback") == [
         "True: EndpointCapacityUnavailable (Current)"
     ]
     assert field_values(table, "Traffic override") == ["False: NoOverrides (Current)"]
     assert field_values(table, "Published") == ["Unknown: NotRecorded (Unverifiable)"]
+    assert field_values(table, "Publisher") == ["NoAcknowledgement"]
     assert field_values(table, "Route home") == ["worker-a", "worker-b"]
+    assert field_values(table, "Endpoint origin") == [
+        "NotRecorded",
+        "http://qwen3-0-6b.qwen3-0-6b.worker-a.example.com",
+        "http://qwen3-0-6b.qwen3-0-6b.worker-b.example.com",
+    ]
     assert field_values(table, "Final weight") == ["1; healthy=true", "2; healthy=true"]
     assert field_values(table, "Route evidence") == [
         "drains=0; gate=NotRecorded; fallback=NotRecorded",
         "drains=0; gate=NotRecorded; fallback=HTTPError",
     ]
+    assert table.rstrip().endswith(
+        "View                 Bounded cells; use -o json for complete identities"
+    )
     assert "Capacity proven..." not in table
 
 
 async def test_placement_endpoint_wide_adds_the_capacity_rows(
     control_plane: LocalControlPlane, plugin_env: dict[str, str], namespace: str, trafficmap: str
 ) -> None:
-    result = await run_ome(
-        control_plane,
-        plugin_env,
-        "placement",
-        "endpoint",
-        trafficmap,
-        "-n",
-        namespace,
-        "-o",
-        "wide",
-    )
+    result = await endpoint(control_plane, plugin_env, namespace, "-o", "wide")
     assert result.returncode == 0, result.stderr
     assert field_values(result.stdout, "Capacity proven...") == ["Endpoint", "ControlPlane"]
     assert field_values(result.stdout, "Allocated count") == ["1 (Reported)", "2 (Reported)"]
-    assert field_values(result.stdout, "Reported capacity") == ["1", "NotRecorded"]
+    assert field_values(result.stdout, "Home cap fallback") == ["NotRecorded", "HTTPError"]
 
 
 @pytest.mark.parametrize("output", ["json", "yaml"])
-async def test_placement_endpoint_json_and_yaml_print_the_whole_report(
+async def test_placement_endpoint_json_and_yaml_print_omes_report(
     control_plane: LocalControlPlane,
     plugin_env: dict[str, str],
     namespace: str,
     trafficmap: str,
     output: str,
 ) -> None:
-    result = await run_ome(
-        control_plane,
-        plugin_env,
-        "placement",
-        "endpoint",
-        trafficmap,
-        "-n",
-        namespace,
-        "-o",
-        output,
-    )
+    result = await endpoint(control_plane, plugin_env, namespace, "-o", output)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout) if output == "json" else yaml.safe_load(result.stdout)
-    assert report["kind"] == "PlacementEndpointReport"
-    assert report["trafficMap"]["namespace"] == namespace
-    worker_b = report["homes"][1]
+    assert (report["apiVersion"], report["kind"]) == (
+        "cli.ome.io/v1alpha1",
+        "PlacementEndpointReport",
+    )
+    assert report["metadata"] == {"namespace": namespace, "name": NAME}
+    assert [source["kind"] for source in report["sources"]] == ["InferenceService", "TrafficMap"]
+    assert report["warnings"] == []
+    worker_b = report["content"]["entries"][1]
     assert worker_b["capacity"]["fallbackReason"] == "HTTPError"
-    assert report["issues"] == []
+    assert report["content"]["issues"] == []
     assert "capacity endpoint returned HTTP 404" not in result.stdout
+    assert '/v1"' not in result.stdout and "example.com/v1" not in result.stdout
 
 
 async def test_placement_endpoint_takes_the_namespace_of_the_kubeconfig_context(
@@ -243,30 +165,87 @@ async def test_placement_endpoint_takes_the_namespace_of_the_kubeconfig_context(
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(config))
     env = {**plugin_env, "KUBECONFIG": str(kubeconfig)}
-    result = await run_ome(control_plane, env, "placement", "endpoint", trafficmap)
+    result = await run_ome(control_plane, env, "placement", "endpoint", trafficmap, "-o", "json")
     assert result.returncode == 0, result.stderr
-    assert field_values(result.stdout, "TrafficMap") == [f"{namespace}/{trafficmap}"]
+    assert json.loads(result.stdout)["metadata"]["namespace"] == namespace
 
 
-async def test_placement_endpoint_without_a_map_is_an_error(
+async def test_placement_endpoint_without_a_map_reports_it_not_found_and_exits_0(
+    control_plane: LocalControlPlane,
+    plugin_env: dict[str, str],
+    kube_client: AsyncClient,
+    namespace: str,
+) -> None:
+    await create_isvc(kube_client, namespace, "chat")
+    result = await endpoint(control_plane, plugin_env, namespace, name="chat")
+    assert result.returncode == 0, result.stderr
+    assert field_values(result.stdout, "TrafficMap state") == ["Unavailable"]
+    assert field_values(result.stdout, "TrafficMap reason") == ["NotFound"]
+    assert field_values(result.stdout, "Routing freshness") == ["Unavailable"]
+    assert field_values(result.stdout, "Routable") == ["Unknown: NotRecorded"]
+
+
+async def test_placement_endpoint_without_the_inferenceservice_exits_1(
     control_plane: LocalControlPlane, plugin_env: dict[str, str], namespace: str
 ) -> None:
-    result = await run_ome(
-        control_plane, plugin_env, "placement", "endpoint", "nothing", "-n", namespace
+    result = await endpoint(control_plane, plugin_env, namespace, name="nothing")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == "error: InferenceService read unavailable: NotFound\n"
+
+
+async def test_placement_endpoint_does_not_show_a_map_another_service_owns(
+    control_plane: LocalControlPlane,
+    plugin_env: dict[str, str],
+    kube_client: AsyncClient,
+    namespace: str,
+) -> None:
+    await create_isvc(kube_client, namespace, "chat")
+    await create_trafficmap(
+        kube_client, namespace, "chat", "0b8e9c1a-1111-4000-8000-00000000dead", ENTRIES
     )
-    assert result.returncode == 1
-    assert result.stdout == ""
-    assert result.stderr.startswith(f'error: TrafficMap "{namespace}/nothing" not found')
+    result = await endpoint(control_plane, plugin_env, namespace, name="chat")
+    assert result.returncode == 0, result.stderr
+    assert field_values(result.stdout, "TrafficMap reason") == ["OwnershipUnbound"]
+    assert field_values(result.stdout, "Route home") == []
 
 
-async def test_placement_endpoint_counts_a_malformed_reason_as_an_issue_and_never_prints_it(
+async def test_placement_endpoint_marks_a_condition_dated_in_the_future_malformed(
     control_plane: LocalControlPlane,
     plugin_env: dict[str, str],
     kube_client: AsyncClient,
     namespace: str,
     trafficmap: str,
 ) -> None:
-    """A reason with a control character is `MalformedPayload`, in OME's issue row too."""
+    tmap = await kube_client.get(TrafficMap, trafficmap, namespace=namespace)
+    conditions = tmap.to_dict()["status"]["conditions"]
+    for condition in conditions:
+        if condition["type"] == "OverrideActive":
+            condition["lastTransitionTime"] = "2099-01-01T00:00:00Z"
+        if condition["type"] == "Routable":
+            condition["reason"] = "SomethingNew"
+    await kube_client.patch(
+        TrafficMap.Status, trafficmap, {"status": {"conditions": conditions}},
+        namespace=namespace, patch_type=PatchType.MERGE,
+    )  # fmt: skip
+    result = await endpoint(control_plane, plugin_env, namespace)
+    assert result.returncode == 0, result.stderr
+    assert field_values(result.stdout, "Traffic override") == [
+        "Unknown: MalformedCondition (Invalid)"
+    ]
+    assert field_values(result.stdout, "Routable") == ["True: OtherReportedReason"]
+    assert field_values(result.stdout, "Condition inspect") == [
+        "MalformedPayload 3/3; truncated=false"
+    ]
+    assert field_values(result.stdout, "Issue") == ["TrafficMapConditions: MalformedPayload (1)"]
+
+
+async def test_placement_endpoint_counts_a_malformed_reason_and_never_prints_it(
+    control_plane: LocalControlPlane,
+    plugin_env: dict[str, str],
+    kube_client: AsyncClient,
+    namespace: str,
+    trafficmap: str,
+) -> None:
     reason = "capacity endpoint unreachable: private-reporter\nInjected   row"
     await kube_client.patch(
         TrafficMap,
@@ -276,12 +255,9 @@ async def test_placement_endpoint_counts_a_malformed_reason_as_an_issue_and_neve
         patch_type=PatchType.JSON,
     )
     outputs = {
-        output: await run_ome(
-            control_plane, plugin_env, "placement", "endpoint", trafficmap, "-n", namespace,
-            "-o", output,
-        )
+        output: await endpoint(control_plane, plugin_env, namespace, "-o", output)
         for output in ("table", "wide", "json", "yaml")
-    }  # fmt: skip
+    }
     for output, result in outputs.items():
         assert result.returncode == 0, result.stderr
         assert "private-reporter" not in result.stdout, output
@@ -292,7 +268,7 @@ async def test_placement_endpoint_counts_a_malformed_reason_as_an_issue_and_neve
     )
     assert field_values(table, "Issue") == ["CapacityFallbackReasons: MalformedPayload (1)"]
     report = json.loads(outputs["json"].stdout)
-    assert report["issues"] == [
+    assert report["content"]["issues"] == [
         {"group": "CapacityFallbackReasons", "code": "MalformedPayload", "count": 1}
     ]
 
@@ -301,22 +277,23 @@ async def test_placement_endpoint_counts_a_malformed_reason_as_an_issue_and_neve
     ("args", "message"),
     [
         (
-            ("-o", "xml"),
-            'error: unsupported output format "xml" (supported: table, wide, json, yaml)',
+            ("chat", "-o", "xml"),
+            "error: unsupported placement output (supported: table, wide, json, yaml)\n",
         ),
-        (("--bogus",), "error: No such option"),
+        (("Chat_1",), "error: invalid InferenceService name\n"),
+        (("chat", "-n", "Bad_NS"), "error: invalid placement namespace\n"),
+        (("chat", "--bogus"), "error: unknown flag: --bogus\n"),
+        ((), "error: accepts 1 arg(s), received 0\n"),
     ],
 )
-async def test_placement_endpoint_refuses_bad_flags(
+async def test_placement_endpoint_refuses_bad_arguments(
     control_plane: LocalControlPlane,
     plugin_env: dict[str, str],
     args: tuple[str, ...],
     message: str,
 ) -> None:
-    result = await run_ome(control_plane, plugin_env, "placement", "endpoint", "chat", *args)
-    assert (result.returncode, result.stdout) == (1, "")
-    assert result.stderr.startswith(message)
-    assert result.stderr.count("\n") == 1
+    result = await run_ome(control_plane, plugin_env, "placement", "endpoint", *args)
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", message)
 
 
 # --- traffic drain and undrain ----------------------------------------------------------
@@ -370,6 +347,11 @@ async def test_drain_then_undrain_round_trip(
     assert field_values(drained.stderr.split("\n", 1)[1], "Override count") == ["0 -> 1"]
     assert field_values(drained.stdout, "applied") == ["Yes"]
     assert field_values(drained.stdout, "overrides") == ["0 -> 1"]
+    (follow_up,) = field_values(drained.stdout, "follow-up")
+    assert follow_up.startswith(f"kubectl ome traffic status chat -n {namespace} ")
+    assert drained.stderr.endswith(
+        "Run the previewed traffic status command to observe controller evidence.\n"
+    )
     assert await annotations(kube_client, namespace) == {
         ANNOTATION: MAINTENANCE_A,
         "team": "serving",
@@ -377,7 +359,7 @@ async def test_drain_then_undrain_round_trip(
 
     again = await run_ome(control_plane, plugin_env, *DRAIN_A, "-n", namespace, "--yes")
     assert (again.returncode, again.stdout) == (1, "")
-    assert again.stderr.strip() == f"error: {ALREADY_EXISTS}"
+    assert again.stderr.strip() == f"error: {actions.ALREADY_EXISTS}"
 
     undrained = await run_ome(
         control_plane, plugin_env, "traffic", "undrain", "chat", "-n", namespace,
@@ -387,6 +369,10 @@ async def test_drain_then_undrain_round_trip(
     result = json.loads(undrained.stdout)
     assert result["kind"] == "ActionResult"
     assert (result["accepted"], result["applied"]) == (True, True)
+    context = yaml.safe_load(control_plane.kubeconfig.read_text())["current-context"]
+    assert (
+        result["followUp"] == f"kubectl ome traffic status chat -n {namespace} --context={context}"
+    )
     assert result["traffic"] == {
         "overrideID": "maintenance-a",
         "cluster": "worker-a",
@@ -407,7 +393,7 @@ async def test_drain_then_undrain_round_trip(
         "maintenance-a",
         "--yes",
     )
-    assert (gone.returncode, gone.stderr.strip()) == (1, f"error: {DOES_NOT_EXIST}")
+    assert (gone.returncode, gone.stderr.strip()) == (1, f"error: {actions.DOES_NOT_EXIST}")
 
 
 @pytest.mark.parametrize(("dry_run", "accepted"), [("server", "Yes"), ("client", "No")])
@@ -448,7 +434,7 @@ async def test_without_yes_and_without_a_terminal_nothing_is_sent(
     [
         (
             ("traffic", "drain", "chat", "--id", "maintenance-a", "--reason", "r"),
-            actions.NEEDS_WORKLOAD_CLUSTER,
+            drain_checks.NEEDS_WORKLOAD_CLUSTER,
         ),
         (
             (
@@ -462,14 +448,17 @@ async def test_without_yes_and_without_a_terminal_nothing_is_sent(
                 "--reason",
                 "r",
             ),
-            actions.BAD_ID,
+            drain_checks.BAD_ID,
         ),
         (
             ("traffic", "undrain", "chat", "--id", "maintenance-a", "--reason", "r"),
-            actions.INVALID_FLAGS,
+            drain_checks.INVALID_FLAGS,
         ),
-        (("traffic", "undrain", "--id", "maintenance-a"), actions.ONE_SERVICE),
-        (("traffic", "undrain", "missing", "--id", "maintenance-a", "--yes"), actions.READ_FAILED),
+        (("traffic", "undrain", "--id", "maintenance-a"), drain_checks.ONE_SERVICE),
+        (
+            ("traffic", "undrain", "missing", "--id", "maintenance-a", "--yes"),
+            drain_checks.READ_FAILED,
+        ),
     ],
 )
 async def test_refusals_exit_1_with_their_message(
@@ -496,7 +485,7 @@ async def test_a_malformed_annotation_is_refused_and_kept(
         namespace=namespace, patch_type=PatchType.MERGE,
     )  # fmt: skip
     result = await run_ome(control_plane, plugin_env, *DRAIN_A, "-n", namespace, "--yes")
-    assert (result.returncode, result.stderr.strip()) == (1, f"error: {actions.MALFORMED}")
+    assert (result.returncode, result.stderr.strip()) == (1, f"error: {drain_checks.MALFORMED}")
     assert (await annotations(kube_client, namespace))[ANNOTATION] == "{oops"
 
 
@@ -584,7 +573,7 @@ async def test_a_change_between_read_and_patch_is_a_conflict_with_exit_code_3(
         namespace=namespace, patch_type=PatchType.MERGE,
     )  # fmt: skip
     code, out, err = await asyncio.to_thread(prompted.answer, "yes\n")
-    assert (code, out) == (actions.EXIT_CONFLICT, "")
+    assert (code, out) == (drain_checks.EXIT_CONFLICT, "")
     assert err.strip().endswith(
         "error: guarded annotation patch rejected; refresh traffic status and retry explicitly"
     )
