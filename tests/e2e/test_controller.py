@@ -386,6 +386,38 @@ async def test_a_policy_mistake_freezes_only_its_own_map(
     assert frozen_now is not None and frozen_now["spec"]["entries"] == before["spec"]["entries"]
 
 
+async def test_a_malformed_drain_annotation_alone_leaves_the_map_and_published_as_they_were(
+    scene: Scene,
+) -> None:
+    """No new generation of the service: OME writes nothing, and its publisher's owner
+    check still holds, so `Published` and the published table stay."""
+    process, _ = await scene.converged()
+    before = await eventually(lambda: settled_published(scene), what="Published recorded")
+    await kubectl(
+        scene.plane, "annotate", "inferenceservice", "svc", "-n", scene.namespace,
+        "ome.io/traffic-drain=not json",
+    )  # fmt: skip
+
+    async def logged() -> bool:
+        return "parse ome.io/traffic-drain: " in process.log
+
+    await eventually(logged, what="the drain annotation's error in the log")
+    scene.reporters["worker-a"].servable = 1  # a change the frozen map must not follow
+    await asyncio.sleep(3)
+    after = await scene.map()
+    assert after is not None
+    assert after["spec"] == before["spec"]
+    assert condition(after, "Published") == condition(before, "Published")
+
+
+async def settled_published(scene: Scene) -> dict[str, Any] | None:
+    tmap = await scene.map()
+    if not settled(tmap) or tmap is None:
+        return None
+    published = [c for c in tmap["status"]["conditions"] if c["type"] == "Published"]
+    return tmap if published else None
+
+
 async def test_routing_enabled_false_deletes_the_map(scene: Scene) -> None:
     await scene.converged()
     manifest = isvc_manifest("svc", scene.namespace, None, enabled=False)
