@@ -7,7 +7,7 @@ import copy
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,18 +121,25 @@ class Fleet:
         *,
         wait: bool = True,
         observer: dict[str, Any] | None = None,
+        endpoint: dict[str, Any] | None = None,
+        kubeconfig: Path | None = None,
+        args: Sequence[str] = (),
     ) -> ControllerProcess:
-        """Start a controller; `observer` overrides chart `routing.observer` limits."""
+        """Start a controller; `observer` overrides chart `routing.observer` limits,
+        `endpoint` sets the publisher's `endpoint` block, `kubeconfig` replaces the plane's
+        (to reach the API server another way), `args` are added to its command line."""
         values = copy.deepcopy(ROUTING_ON)
         if observer:
             values["ome"]["multicluster"]["config"]["routing"]["observer"] = dict(observer)
+        if endpoint:
+            values["ome"]["multicluster"]["config"]["endpoint"] = dict(endpoint)
         process = ControllerProcess(
-            self.plane.kubeconfig,
+            kubeconfig or self.plane.kubeconfig,
             values,
             self.workdir,
             lease=LEASE,
             identity=identity,
-            wrap=_traced if os.environ.get("CHAOS_TRACE_DIR") else None,
+            wrap=_wrapped(tuple(args)),
         )
         self.controllers.append(process.start())
         if wait:
@@ -191,6 +198,18 @@ def _traced(command: list[str]) -> list[str]:
     """`python -m ome_routing...` run by `traced_controller.py` (see there): a diagnosis aid."""
     assert command[1] == "-m", command
     return [command[0], str(Path(__file__).parent / "traced_controller.py"), *command[2:]]
+
+
+def _wrapped(args: tuple[str, ...]) -> Callable[[list[str]], list[str]] | None:
+    traced = bool(os.environ.get("CHAOS_TRACE_DIR"))
+    if not args and not traced:
+        return None
+
+    def wrap(command: list[str]) -> list[str]:
+        command = [*command, *args]
+        return _traced(command) if traced else command
+
+    return wrap
 
 
 async def _true(value: bool) -> bool:

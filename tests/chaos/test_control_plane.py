@@ -20,6 +20,13 @@ pytestmark = pytest.mark.timeout(420)
 
 SERVICES = 20
 OUTAGE = 4.0  # seconds the process stays down: polls go on meanwhile
+#: the chart's Lease timings: a leader that cannot renew for its renew deadline (40 s)
+#: exits, as OME's; an outage shorter than that must not end it
+CHART_TIMING = (
+    "--leader-elect-lease-duration=60s",
+    "--leader-elect-renew-deadline=40s",
+    "--leader-elect-retry-period=8s",
+)
 
 
 async def outage(
@@ -46,7 +53,7 @@ async def outage(
 async def converged_fleet(fleet: Fleet) -> None:
     await fleet.route(SERVICES)
     await fleet.foreign_map()
-    await fleet.start_controller("leader")
+    await fleet.start_controller("leader", args=CHART_TIMING)
     await fleet.until_correct()
 
 
