@@ -1,5 +1,8 @@
 """`kubectl ome traffic`: `status` and `explain` (read-only), `drain` and `undrain` (guarded).
 
+Status and explain read only the InferenceService and print OME's `TrafficStatusReport`
+and `TrafficExplainReport` (`kubectl.traffic_status`, `kubectl.traffic_explain`).
+
 Drain and undrain read the InferenceService, print the exact change to stderr, ask for
 confirmation (`--yes` in scripts), then send one JSON Patch that tests the uid and
 resourceVersion read; the whole action has 45 seconds, each request 10. The API
@@ -18,9 +21,24 @@ from typing import Any
 import click
 
 from ome_routing.cli.kubectl_api import Api, ApiFailure, KubeconfigError, object_path
-from ome_routing.cli.kubectl_common import kubeconfig_options, now
-from ome_routing.kubectl import actions, drain_checks
+from ome_routing.cli.kubectl_common import (
+    CliError,
+    exactly_one,
+    kubeconfig_options,
+    now,
+    print_report,
+)
+from ome_routing.core.names import dns1123_label_problems, dns1123_subdomain_problems
+from ome_routing.kubectl import (
+    actions,
+    drain_checks,
+    traffic_explain,
+    traffic_status,
+    traffic_tables,
+)
+from ome_routing.kubectl.decode import Unreadable
 from ome_routing.kubectl.drain_checks import DRAIN, UNDRAIN, PatchConflict, Refused
+from ome_routing.kubectl.gotext import go_quote
 
 __all__ = ["traffic"]
 
@@ -33,6 +51,120 @@ _GUARD_MESSAGE = "the server rejected our request due to an error in our request
 @click.group(name="traffic")
 def traffic() -> None:
     """Inspect traffic evidence and manage guarded drains."""
+
+
+STATUS_HELP = """Show controller-reported traffic status.
+
+Shows bounded controller-reported traffic evidence from one InferenceService: the
+backend traffic policy in status.traffic (algorithm, emitted policy, targeted
+HTTPRoutes, conditions), its addresses, its canary and each component's revision
+weights. It reads nothing else (RBAC: get inferenceservices) and does not prove
+data-plane realization or live reachability. placement endpoint shows the routing
+table across workload clusters.
+"""
+
+EXPLAIN_HELP = """Explain declared and reported traffic behavior.
+
+Compares the traffic the InferenceService declares (spec.traffic, the ome.io
+backend-policy annotations, a canary rollout group) with what its controller reports
+supporting and realizing (RBAC: get inferenceservices). Annotations, headers,
+condition messages, UIDs and resource versions are never printed.
+"""
+
+MISSING_API = (
+    "OME does not appear to be installed on this cluster (the ome.io API is not available; "
+    "install OME first — see https://github.com/ome-projects/ome#installation)"
+)
+_EXPLAIN_FAILURES = {
+    404: "not found",
+    403: "forbidden",
+    401: "unauthorized",
+    429: "request throttled",
+    503: "service unavailable",
+    500: "server error",
+    504: "request timed out",
+}
+
+
+def _read_service(
+    kubeconfig: str | None, context: str | None, namespace: str | None, args: tuple[str, ...],
+    output: str, sanitized: bool,
+) -> dict[str, Any]:  # fmt: skip
+    """OME's `traffic status` / `explain` checks, then the InferenceService as read."""
+    name = exactly_one(args)
+    if output not in ("", "table", "wide", "json", "yaml"):
+        raise CliError(f'unsupported output format "{output}" (supported: table, wide, json, yaml)')
+    problems = dns1123_subdomain_problems(name)
+    if problems:
+        raise CliError(f"invalid InferenceService name {go_quote(name)}: {'; '.join(problems)}")
+    try:
+        api = Api(kubeconfig, context)
+    except KubeconfigError as err:
+        raise CliError(f"resolve namespace: {err}") from None
+    try:
+        ns = namespace if namespace is not None else api.namespace
+        if ns == "":
+            raise CliError("resolved namespace must not be empty")
+        problems = dns1123_label_problems(ns)
+        if problems:
+            raise CliError(f"invalid resolved namespace: {'; '.join(problems)}")
+        target = go_quote(f"{ns}/{name}")
+        try:
+            isvc = api.get(object_path("inferenceservices", ns, name))
+        except ApiFailure as failure:
+            if sanitized:
+                suffix = "request timed out" if failure.reason == "Timeout" else None
+                suffix = suffix or _EXPLAIN_FAILURES.get(failure.code, "API request failed")
+                raise CliError(f"get InferenceService {target}: {suffix}") from None
+            if failure.code == 404 and not failure.named:
+                raise CliError(f"get InferenceService {target}: {MISSING_API}") from None
+            detail = "context deadline exceeded" if failure.reason == "Timeout" else failure.message
+            raise CliError(f"get InferenceService {target}: {detail}") from None
+    finally:
+        api.close()
+    meta = isvc.get("metadata") if isinstance(isvc.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    if meta.get("name") != name:
+        raise CliError("returned inference service name does not match request")
+    if meta.get("namespace") != ns:
+        raise CliError("returned inference service namespace does not match request")
+    if not meta.get("uid"):
+        raise CliError("returned inference service has no UID")
+    return isvc
+
+
+@traffic.command(name="status", help=STATUS_HELP)
+@click.argument("isvc", nargs=-1)
+@kubeconfig_options
+@click.option("-o", "--output", default="table", help="Output format: table, wide, json or yaml")
+def status_command(
+    isvc: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str | None,
+    output: str,
+) -> None:  # fmt: skip
+    raw = _read_service(kubeconfig, context, namespace, isvc, output, sanitized=False)
+    try:
+        report = traffic_status.project_status(raw, now())
+    except Unreadable as err:
+        raise CliError(f"project traffic status for InferenceService: {err}") from None
+    print_report(report, output, lambda: traffic_tables.status_table(report, wide=output == "wide"))
+
+
+@traffic.command(name="explain", help=EXPLAIN_HELP)
+@click.argument("isvc", nargs=-1)
+@kubeconfig_options
+@click.option("-o", "--output", default="table", help="Output format: table, wide, json or yaml")
+def explain_command(
+    isvc: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str | None,
+    output: str,
+) -> None:  # fmt: skip
+    raw = _read_service(kubeconfig, context, namespace, isvc, output, sanitized=True)
+    try:
+        report = traffic_explain.project_explain(raw, now())
+    except Unreadable as err:
+        raise CliError(f"project traffic explanation for InferenceService: {err}") from None
+    print_report(
+        report, output, lambda: traffic_tables.explain_table(report, wide=output == "wide")
+    )
 
 
 ACTION_HELP = """Alpha: {action} one cross-cluster traffic arm.
