@@ -33,7 +33,9 @@ _SOURCE_KEYS = (
 def source(
     kind: str, namespace: str, name: str, evidence: str, unavailable: str | None = None
 ) -> Source:
-    out: Source = {"kind": kind, "namespace": namespace, "name": name, "evidence": evidence}
+    out: Source = {"kind": kind, "name": name, "evidence": evidence}
+    if namespace:
+        out["namespace"] = namespace
     if unavailable:
         out["unavailableReason"] = unavailable
     return out
@@ -63,7 +65,7 @@ def envelope(
     return {
         "apiVersion": API_VERSION,
         "kind": kind,
-        "metadata": {"namespace": namespace, "name": name},
+        "metadata": {**({"namespace": namespace} if namespace else {}), "name": name},
         "collectedAt": stamp,
         "sources": ordered,
         "content": content,
