@@ -233,6 +233,204 @@ class TestInferenceServiceCrd:
         ]
 
 
+#: `spec.placement` as OME v1.3 declares it (placement_types.go, cluster_affinity_types.go).
+REQUIREMENT = {
+    "type": "object",
+    "required": ["key", "operator"],
+    "properties": {
+        "key": {"type": "string", "minLength": 1},
+        "operator": {
+            "type": "string",
+            "enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"],
+        },
+        "values": {
+            "type": "array",
+            "maxItems": 64,
+            "x-kubernetes-list-type": "atomic",
+            "items": {"type": "string"},
+        },
+    },
+}
+PLACEMENT_PATHS: list[tuple[str, dict[str, Any]]] = [
+    ("spec.placement", {"type": "object", "required": ["policy", "mode"]}),
+    ("spec.placement.policy", {"type": "string", "enum": ["ClusterAffinity"]}),
+    (
+        "spec.placement.mode",
+        {"type": "string", "enum": ["Single", "All", "Split", "SplitByCapacity"]},
+    ),
+    (
+        "spec.placement.clusterAffinity",
+        {
+            "type": "array",
+            "nullable": True,
+            "minItems": 1,
+            "maxItems": 64,
+            "x-kubernetes-list-type": "atomic",
+        },
+    ),
+    ("spec.placement.clusterAffinity.[].weight", {**INT32, "minimum": 1, "maximum": 100}),
+    (
+        "spec.placement.clusterAffinity.[].matchExpressions",
+        {"type": "array", "maxItems": 64, "x-kubernetes-list-type": "atomic", "items": REQUIREMENT},
+    ),
+    (
+        "spec.placement.clusterAffinity.[].matchFields",
+        {"type": "array", "maxItems": 64, "x-kubernetes-list-type": "atomic", "items": REQUIREMENT},
+    ),
+    ("spec.placement.maxSurge", {**INT32, "minimum": 0}),
+    ("spec.placement.replacementTimeout", {"type": "string"}),
+    ("spec.placement.split.replicas", {**INT32, "minimum": 1}),
+    ("spec.placement.split.maxReplicasPerCluster", {**INT32, "minimum": 0}),
+]
+#: OME's CEL rules in spec.placement, exactly: (path, rule, message).
+PLACEMENT_RULES = [
+    (
+        "spec.placement",
+        "!has(self.replacementTimeout) || (has(self.policy) && self.policy == 'ClusterAffinity' "
+        "&& has(self.mode) && self.mode == 'Single')",
+        "replacementTimeout requires ClusterAffinity Single placement",
+    ),
+    (
+        "spec.placement.clusterAffinity.[]",
+        "(has(self.matchExpressions) && size(self.matchExpressions) > 0) || "
+        "(has(self.matchFields) && size(self.matchFields) > 0)",
+        "a cluster affinity term must contain a requirement",
+    ),
+    (
+        "spec.placement.replacementTimeout",
+        "duration(self) > duration('0s')",
+        "replacementTimeout must be a positive duration",
+    ),
+]
+BOOL = {"type": "boolean"}
+STRING = {"type": "string"}
+#: Every field of status.placement.plan and of a candidate's allocation (OME's JSON names).
+STATUS_PATHS: list[tuple[str, dict[str, Any]]] = [
+    (
+        "status.placement.candidates",
+        {
+            "type": "array",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["cluster"],
+        },
+    ),
+    ("status.placement.cluster", STRING),
+    ("status.placement.endpoint", STRING),
+    ("status.placement.plan.id", STRING),
+    (
+        "status.placement.plan.mode",
+        {"type": "string", "enum": ["Single", "All", "Split", "SplitByCapacity"]},
+    ),
+    ("status.placement.plan.winner", STRING),
+    ("status.placement.plan.singleMove.selected", STRING),
+    ("status.placement.plan.singleMove.cursor", STRING),
+    ("status.placement.plan.adoptionDigest", STRING),
+    ("status.placement.plan.revision", {**INT64, "minimum": 1}),
+    ("status.placement.plan.sourceUID", STRING),
+    ("status.placement.plan.observedGeneration", {**INT64, "minimum": 1}),
+    ("status.placement.plan.inputDigest", STRING),
+    ("status.placement.plan.pauseSurge", BOOL),
+    ("status.placement.plan.requestedReplicas", {**INT64, "minimum": 0}),
+    ("status.placement.plan.assignedReplicas", {**INT64, "minimum": 0}),
+    ("status.placement.plan.unassignedReplicas", {**INT32, "minimum": 0}),
+    ("status.placement.plan.originalUnassignedReplicas", {**INT32, "minimum": 0}),
+    ("status.placement.candidates.[].appliedPlanID", STRING),
+    ("status.placement.candidates.[].observationKnown", BOOL),
+    (
+        "status.placement.candidates.[].observationFailingSince",
+        {"type": "string", "format": "date-time"},
+    ),
+    ("status.placement.candidates.[].allocation.clusterUID", STRING),
+    ("status.placement.candidates.[].allocation.inventoryPending", BOOL),
+    ("status.placement.candidates.[].allocation.homeInputsPending", BOOL),
+    ("status.placement.candidates.[].allocation.raceCandidate", BOOL),
+    (
+        "status.placement.candidates.[].allocation.replacementStartedAt",
+        {"type": "string", "format": "date-time"},
+    ),
+    ("status.placement.candidates.[].allocation.matched", BOOL),
+    ("status.placement.candidates.[].allocation.currentHome.inputDigest", STRING),
+    (
+        "status.placement.candidates.[].allocation.currentHome.replicaFloors",
+        {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 3,
+            "x-kubernetes-list-map-keys": ["component"],
+        },
+    ),
+    ("status.placement.candidates.[].allocation.desiredHome.inputDigest", STRING),
+    (
+        "status.placement.candidates.[].allocation.desiredHome.replicaFloors.[].component",
+        {"type": "string", "enum": ["engine", "decoder", "router"]},
+    ),
+    (
+        "status.placement.candidates.[].allocation.matchingTerms",
+        {"type": "array", "x-kubernetes-list-type": "set", "items": INT32},
+    ),
+    ("status.placement.candidates.[].allocation.weight", {**INT64, "minimum": 0}),
+    ("status.placement.candidates.[].allocation.capacity.demandFingerprint", STRING),
+    ("status.placement.candidates.[].allocation.capacity.replicas", {**INT64, "minimum": 0}),
+    (
+        "status.placement.candidates.[].allocation.capacity.pools",
+        {"type": "array", "x-kubernetes-list-map-keys": ["resourceName", "resourceFlavor"]},
+    ),
+    ("status.placement.candidates.[].allocation.originalReplicas", {**INT32, "minimum": 0}),
+    ("status.placement.candidates.[].allocation.currentReplicas", {**INT32, "minimum": 0}),
+    ("status.placement.candidates.[].allocation.desiredReplicas", {**INT32, "minimum": 0}),
+    ("status.placement.candidates.[].allocation.drainRequested", BOOL),
+]
+
+
+class TestInferenceServicePlacement:
+    @pytest.mark.parametrize(
+        ("path", "markers"), PLACEMENT_PATHS, ids=[p for p, _ in PLACEMENT_PATHS]
+    )
+    def test_each_placement_path_has_omes_type_and_markers(
+        self, render: Render, path: str, markers: dict[str, Any]
+    ) -> None:
+        node = schema_at(crd(render, "inferenceservices.ome.io"), path)
+        assert {key: node.get(key) for key in markers} == markers
+
+    def test_the_placement_declares_omes_fields_only(self, render: Render) -> None:
+        placement = schema_at(crd(render, "inferenceservices.ome.io"), "spec.placement")
+        assert sorted(placement["properties"]) == sorted(
+            ["policy", "mode", "clusterAffinity", "maxSurge", "replacementTimeout", "split"]
+        )
+        assert "x-kubernetes-preserve-unknown-fields" not in placement
+
+    @pytest.mark.parametrize(
+        ("path", "rule", "message"), PLACEMENT_RULES, ids=[m for _, _, m in PLACEMENT_RULES]
+    )
+    def test_the_placement_has_omes_cel_rules_and_messages(
+        self, render: Render, path: str, rule: str, message: str
+    ) -> None:
+        node = schema_at(crd(render, "inferenceservices.ome.io"), path)
+        assert node["x-kubernetes-validations"] == [{"rule": rule, "message": message}]
+
+    @pytest.mark.parametrize(("path", "markers"), STATUS_PATHS, ids=[p for p, _ in STATUS_PATHS])
+    def test_each_plan_and_allocation_field_is_declared_with_omes_type(
+        self, render: Render, path: str, markers: dict[str, Any]
+    ) -> None:
+        node = schema_at(crd(render, "inferenceservices.ome.io"), path)
+        assert {key: node.get(key) for key in markers} == markers
+
+    def test_the_allocation_declares_every_field_of_omes(self, render: Render) -> None:
+        allocation = schema_at(
+            crd(render, "inferenceservices.ome.io"), "status.placement.candidates.[].allocation"
+        )
+        declared = {
+            p.rsplit(".", 1)[1]
+            for p, _ in STATUS_PATHS
+            if p.startswith("status.placement.candidates.[].allocation.") and p.count(".") == 5
+        }
+        assert set(allocation["properties"]) == declared | {
+            "currentHome",
+            "desiredHome",
+            "capacity",
+        }
+
+
 class TestWorkloadClusterCrd:
     def test_it_is_cluster_scoped_as_wlc_and_prints_reachable(self, render: Render) -> None:
         definition = crd(render, "workloadclusters.ome.io")
@@ -243,3 +441,88 @@ class TestWorkloadClusterCrd:
             ("Reachable", '.status.conditions[?(@.type=="Ready")].status'),
             ("Age", ".metadata.creationTimestamp"),
         ]
+
+    def test_its_schema_is_omes_generated_schema(self, render: Render) -> None:
+        """ome.io_workloadclusters.yaml of OME v1.3 (controller-gen v0.18.0), as data."""
+        schema = version(crd(render, "workloadclusters.ome.io"))["schema"]["openAPIV3Schema"]
+        assert schema == WORKLOADCLUSTER_SCHEMA
+
+
+CONDITION = {
+    "type": "object",
+    "required": ["lastTransitionTime", "message", "reason", "status", "type"],
+    "properties": {
+        "lastTransitionTime": {"type": "string", "format": "date-time"},
+        "message": {"type": "string", "maxLength": 32768},
+        "observedGeneration": {**INT64, "minimum": 0},
+        "reason": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1024,
+            "pattern": "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+        },
+        "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+        "type": {
+            "type": "string",
+            "maxLength": 316,
+            "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+            r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+        },
+    },
+}
+WORKLOADCLUSTER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "required": ["clusterSource"],
+            "properties": {
+                "clusterSource": {
+                    "type": "object",
+                    "properties": {
+                        "clusterProfileRef": {
+                            "type": "object",
+                            "required": ["name"],
+                            "properties": {"name": {"type": "string"}},
+                        },
+                        "kubeConfig": {
+                            "type": "object",
+                            "required": ["secretRef"],
+                            "properties": {
+                                "key": {"type": "string", "default": "kubeconfig"},
+                                "secretRef": {
+                                    "type": "object",
+                                    "properties": {
+                                        "name": {"type": "string"},
+                                        "namespace": {"type": "string"},
+                                    },
+                                    "x-kubernetes-map-type": "atomic",
+                                },
+                            },
+                        },
+                    },
+                    "x-kubernetes-validations": [
+                        {
+                            "message": "exactly one of kubeConfig or clusterProfileRef must be set",
+                            "rule": "has(self.kubeConfig) != has(self.clusterProfileRef)",
+                        }
+                    ],
+                },
+            },
+        },
+        "status": {
+            "type": "object",
+            "properties": {
+                "conditions": {
+                    "type": "array",
+                    "items": CONDITION,
+                    "x-kubernetes-list-map-keys": ["type"],
+                    "x-kubernetes-list-type": "map",
+                }
+            },
+        },
+    },
+}

@@ -29,7 +29,10 @@ def apply_probe(plane: LocalControlPlane, namespace: str, probe: dict[str, Any])
             "apiVersion": "ome.io/v1beta1",
             "kind": "InferenceService",
             "metadata": {"name": "svc", "namespace": namespace},
-            "spec": {"placement": {"mode": "All"}, "routing": {"probe": probe}},
+            "spec": {
+                "placement": {"policy": "ClusterAffinity", "mode": "All"},
+                "routing": {"probe": probe},
+            },
         },
     )
 

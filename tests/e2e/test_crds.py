@@ -2,15 +2,18 @@
 
 Each rule of OME v1.3's `spec.routing` schema is tried against kube-apiserver with
 `kubectl apply`: the capacity poll's markers and CEL rules (with the mistakes the
-specification says the API server accepts), and the publisher options' bounds.
+specification says the API server accepts), and the publisher options' bounds; then the
+WorkloadCluster's typed spec (exactly one cluster source) and status. `spec.placement` and
+`status.placement` are in test_crd_placement.py.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
 from crd_helpers import apply, assert_applied, get
 
 from ome_routing.devcluster import LocalControlPlane
@@ -42,7 +45,7 @@ def an_isvc(namespace: str, routing: dict[str, Any]) -> dict[str, Any]:
         "apiVersion": "ome.io/v1beta1",
         "kind": "InferenceService",
         "metadata": {"name": "svc", "namespace": namespace},
-        "spec": {"placement": {"mode": "All"}, "routing": routing},
+        "spec": {"placement": {"policy": "ClusterAffinity", "mode": "All"}, "routing": routing},
     }
 
 
@@ -223,18 +226,144 @@ def test_the_api_server_accepts_routing_fields_within_omes_bounds(
 
 # --- WorkloadCluster ----------------------------------------------------------------------
 
+SOURCE_RULE = "exactly one of kubeConfig or clusterProfileRef must be set"
+KUBECONFIG = {"secretRef": {"name": "worker-a-kubeconfig", "namespace": "ome"}}
 
-def test_workload_clusters_answer_to_wlc_and_print_reachable(
-    control_plane: LocalControlPlane,
-) -> None:
-    cluster = {
+
+@pytest.fixture
+def cluster(control_plane: LocalControlPlane, namespace: str) -> Iterator[str]:
+    """A WorkloadCluster name for one test (cluster-scoped), deleted afterwards."""
+    name = f"wlc-{namespace}"
+    yield name
+    control_plane.kubectl("delete", "wlc", name, "--ignore-not-found", "--wait=false")
+
+
+def a_cluster(name: str, spec: dict[str, Any] | None) -> dict[str, Any]:
+    manifest: dict[str, Any] = {
         "apiVersion": "ome.io/v1beta1",
         "kind": "WorkloadCluster",
-        "metadata": {"name": "crd-columns"},
+        "metadata": {"name": name},
     }
-    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(cluster))
-    try:
-        header = control_plane.kubectl("get", "wlc", "crd-columns").stdout.splitlines()
-        assert header[0].split() == ["NAME", "REACHABLE", "AGE"]
-    finally:
-        control_plane.kubectl("delete", "wlc", "crd-columns", "--wait=false")
+    if spec is not None:
+        manifest["spec"] = spec
+    return manifest
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        pytest.param({}, "spec.clusterSource: Required value", id="no-clusterSource"),
+        pytest.param({"clusterSource": {}}, SOURCE_RULE, id="no-source"),
+        pytest.param(
+            {"clusterSource": {"kubeConfig": KUBECONFIG, "clusterProfileRef": {"name": "p"}}},
+            SOURCE_RULE,
+            id="both-sources",
+        ),
+        pytest.param(
+            {"clusterSource": {"kubeConfig": {"key": "config"}}},
+            "spec.clusterSource.kubeConfig.secretRef: Required value",
+            id="kubeConfig-without-secretRef",
+        ),
+        pytest.param(
+            {"clusterSource": {"clusterProfileRef": {}}},
+            "spec.clusterSource.clusterProfileRef.name: Required value",
+            id="clusterProfileRef-without-name",
+        ),
+        pytest.param(
+            {"clusterSource": {"kubeConfig": {"secretRef": {"name": 7}}}},
+            "spec.clusterSource.kubeConfig.secretRef.name in body must be of type string",
+            id="secret-name-not-string",
+        ),
+    ],
+)
+def test_the_api_server_refuses_a_workload_cluster_without_exactly_one_source(
+    control_plane: LocalControlPlane, cluster: str, spec: dict[str, Any], message: str
+) -> None:
+    code, output = apply(control_plane, a_cluster(cluster, spec))
+    assert code != 0
+    assert message in output
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param({"clusterSource": {"kubeConfig": KUBECONFIG}}, id="kubeConfig"),
+        pytest.param(
+            {"clusterSource": {"kubeConfig": {**KUBECONFIG, "key": "value"}}}, id="kubeConfig-key"
+        ),
+        pytest.param({"clusterSource": {"clusterProfileRef": {"name": "p"}}}, id="profile"),
+        # OME's spec is optional as a whole; only a spec without a source is refused.
+        pytest.param(None, id="no-spec"),
+    ],
+)
+def test_the_api_server_accepts_a_workload_cluster_with_one_source(
+    control_plane: LocalControlPlane, cluster: str, spec: dict[str, Any] | None
+) -> None:
+    assert_applied(*apply(control_plane, a_cluster(cluster, spec)))
+
+
+def test_the_kubeconfig_key_defaults_to_kubeconfig(
+    control_plane: LocalControlPlane, cluster: str
+) -> None:
+    assert_applied(
+        *apply(control_plane, a_cluster(cluster, {"clusterSource": {"kubeConfig": KUBECONFIG}}))
+    )
+    stored = json.loads(control_plane.kubectl("get", "wlc", cluster, "-o", "json").stdout)
+    assert stored["spec"]["clusterSource"] == {"kubeConfig": {**KUBECONFIG, "key": "kubeconfig"}}
+
+
+def test_workload_clusters_answer_to_wlc_and_print_reachable(
+    control_plane: LocalControlPlane, cluster: str
+) -> None:
+    assert_applied(
+        *apply(control_plane, a_cluster(cluster, {"clusterSource": {"kubeConfig": KUBECONFIG}}))
+    )
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "Reachable",
+        "message": "",
+        "lastTransitionTime": "2026-09-28T10:00:00Z",
+    }
+    control_plane.kubectl(
+        "patch", "wlc", cluster, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"conditions": [ready]}}),
+    )  # fmt: skip
+    lines = control_plane.kubectl("get", "wlc", cluster).stdout.splitlines()
+    assert lines[0].split() == ["NAME", "REACHABLE", "AGE"]
+    assert lines[1].split()[:2] == [cluster, "True"]
+
+
+@pytest.mark.parametrize(
+    ("condition", "message"),
+    [
+        pytest.param(
+            {"type": "Ready", "status": "True"},
+            "status.conditions[0].reason: Required value",
+            id="no-reason",
+        ),
+        pytest.param(
+            {
+                "type": "Ready",
+                "status": "Yes",
+                "reason": "Reachable",
+                "message": "",
+                "lastTransitionTime": "2026-09-28T10:00:00Z",
+            },
+            'status.conditions[0].status: Unsupported value: "Yes"',
+            id="status-not-enum",
+        ),
+    ],
+)
+def test_workload_cluster_conditions_are_metav1_conditions(
+    control_plane: LocalControlPlane, cluster: str, condition: dict[str, Any], message: str
+) -> None:
+    assert_applied(
+        *apply(control_plane, a_cluster(cluster, {"clusterSource": {"kubeConfig": KUBECONFIG}}))
+    )
+    result = control_plane.kubectl(
+        "patch", "wlc", cluster, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"conditions": [condition]}}), check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert message in result.stderr
