@@ -65,17 +65,19 @@ def test_the_placement_status_admits_every_home_at_its_endpoint() -> None:
     ]
 
 
-def test_workload_clusters_are_named_objects_only() -> None:
+def test_workload_clusters_name_one_kubeconfig_secret_each() -> None:
+    """OME's schema requires exactly one cluster source; routing never reads it."""
     documents = list(yaml.safe_load_all(workload_clusters_manifest(["worker-a", "worker-b"])))
     assert documents == [
         {
             "apiVersion": "ome.io/v1beta1",
             "kind": "WorkloadCluster",
-            "metadata": {"name": "worker-a"},
-        },
-        {
-            "apiVersion": "ome.io/v1beta1",
-            "kind": "WorkloadCluster",
-            "metadata": {"name": "worker-b"},
-        },
+            "metadata": {"name": name},
+            "spec": {
+                "clusterSource": {
+                    "kubeConfig": {"secretRef": {"name": f"{name}-kubeconfig", "namespace": "ome"}}
+                }
+            },
+        }
+        for name in ("worker-a", "worker-b")
     ]

@@ -14,12 +14,28 @@ import yaml
 HOMES: dict[str, int] = {"worker-a": 3, "worker-b": 1}  # servable counts, as in Step 3
 ADMITTED = 2
 READY = 2
+KUBECONFIG_NAMESPACE = "ome"  # of the Secrets the WorkloadClusters name (never read)
 
 
 def workload_clusters_manifest(names: list[str]) -> str:
-    """Minimal WorkloadCluster objects: routing reads only their names."""
+    """WorkloadCluster objects valid for OME's schema: each names its kubeconfig Secret.
+
+    Routing reads only their names; the Secrets `<name>-kubeconfig` are never read and
+    need not exist.
+    """
     documents = [
-        {"apiVersion": "ome.io/v1beta1", "kind": "WorkloadCluster", "metadata": {"name": n}}
+        {
+            "apiVersion": "ome.io/v1beta1",
+            "kind": "WorkloadCluster",
+            "metadata": {"name": n},
+            "spec": {
+                "clusterSource": {
+                    "kubeConfig": {
+                        "secretRef": {"name": f"{n}-kubeconfig", "namespace": KUBECONFIG_NAMESPACE}
+                    }
+                }
+            },
+        }
         for n in names
     ]
     return yaml.safe_dump_all(documents, sort_keys=False)
