@@ -56,16 +56,16 @@ class Relay:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for writer in self._writers:
+        self._open.set()
+        for writer in list(self._writers):
             writer.close()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=5)
         for task in list(self._tasks):
             task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await self._server.wait_closed()
+                await asyncio.wait_for(self._server.wait_closed(), 5)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -81,8 +81,8 @@ class Relay:
             ends.append(up_writer)
             self._writers.add(up_writer)
             await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
-        except OSError:
-            pass
+        except (OSError, asyncio.CancelledError):
+            pass  # the connection ends with the relay (a cancelled handler asyncio would log)
         finally:
             for end in ends:
                 end.close()
