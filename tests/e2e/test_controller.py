@@ -720,6 +720,9 @@ async def test_the_controller_and_the_publisher_share_one_watch_of_maps_and_serv
     await eventually(both_started, what="the publisher started")
     await scene.until_ceilings()
     after = await open_watches(scene.plane)
-    for resource in ("trafficmaps", "inferenceservices", "workloadclusters"):
+    for resource in ("trafficmaps", "inferenceservices"):
         opened = after.get(resource, 0.0) - before.get(resource, 0.0)
         assert opened == 1, f"{resource}: {opened:g} watches opened by one controller"
+    # as OME's routing controller, it never reads WorkloadClusters
+    opened = after.get("workloadclusters", 0.0) - before.get("workloadclusters", 0.0)
+    assert opened == 0, f"workloadclusters: {opened:g} watches opened"

@@ -54,12 +54,14 @@ async def test_a_service_recreated_under_the_same_name_starts_its_homes_over(
     assert old_uid == await isvc_uid(scene)
 
     await kubectl(scene.plane, "delete", "inferenceservice", "svc", "-n", scene.namespace)
+    # A map its deleted service controls is the garbage collector's to delete, as in OME
+    # (routing reaps only orphans); the local control plane runs no garbage collector, so
+    # the test does its part.
+    await kubectl(scene.plane, "delete", "trafficmap", "svc", "-n", scene.namespace)
 
     async def map_gone() -> bool:
         return await scene.map() is None
 
-    # the controller deletes the map of a service that is gone, as the API server's
-    # garbage collector would
     await eventually(map_gone, what="the old service's TrafficMap to go")
 
     history = MapHistory(

@@ -8,6 +8,7 @@ gauge `ome_trafficmap_publication_fallback`.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 
 import pytest
@@ -108,17 +109,26 @@ async def until_metric(process: ControllerProcess, line: str) -> None:
     await eventually(shown, what=line)
 
 
-async def test_a_frozen_map_keeps_its_route_and_reads_invalid_owner(scene: Scene) -> None:
-    """A bad drain annotation freezes the map; the route keeps its last weights."""
+async def test_a_map_frozen_by_a_spec_error_keeps_its_route_and_reads_invalid_owner(
+    scene: Scene,
+) -> None:
+    """An error in spec.routing is a new generation of the service: routing writes nothing,
+    so the map records the older one, and the publisher's owner check gives InvalidOwner;
+    the route keeps its last weights."""
     await scene.service("chat", {"worker-a": 2, "worker-b": 1})
     process = await scene.start(values())
     await scene.published("chat")
     await scene.weights("chat", [2, 1])
     # the publisher sets its gauge after the status write: wait for it, as for the status
     await until_metric(process, 'ome_trafficmap_publication_fallback{namespace="' + scene.namespace)
+    bad_poll = {"spec": {"routing": {"capacity": {
+        "path": "/capacity", "method": "GET", "format": "Report", "period": "1s",
+        "timeout": "500ms", "samples": 200, "quorum": 2, "maxAge": "10s",
+    }}}}  # fmt: skip
     await scene.kubectl(
-        "annotate", "inferenceservice", "chat", "-n", scene.namespace, "ome.io/traffic-drain=nope"
-    )
+        "patch", "inferenceservice", "chat", "-n", scene.namespace,
+        "--type=merge", "-p", json.dumps(bad_poll),
+    )  # fmt: skip
     tmap = await scene.published("chat", "InvalidOwner")
     assert (
         condition(tmap, "Published")["message"] == "TrafficMap owner identity is invalid or stale"
@@ -131,6 +141,32 @@ async def test_a_frozen_map_keeps_its_route_and_reads_invalid_owner(scene: Scene
     )
     tmap = await get_map(scene.plane, "chat", scene.namespace)
     assert tmap is not None and tmap["status"]["published"] is True
+
+
+async def test_a_malformed_drain_annotation_alone_keeps_the_last_table_published(
+    scene: Scene,
+) -> None:
+    """No new generation: OME's publisher still trusts the map, so Published stays True and
+    the route keeps the last table, which routing no longer changes."""
+    await scene.service("chat", {"worker-a": 2, "worker-b": 1})
+    process = await scene.start(values())
+    before = await scene.published("chat")
+    await scene.weights("chat", [2, 1])
+    await scene.kubectl(
+        "annotate", "inferenceservice", "chat", "-n", scene.namespace, "ome.io/traffic-drain=nope"
+    )
+
+    async def logged() -> bool:
+        return "parse ome.io/traffic-drain: " in process.log
+
+    await eventually(logged, what="the drain annotation's error in the log")
+    await scene.place("chat", {"worker-a": 1, "worker-b": 1})
+    await asyncio.sleep(3)  # time for a change to reach the route, were it not frozen
+    route = await scene.weights("chat", [2, 1])
+    assert [r["weight"] for r in route["spec"]["rules"][0]["backendRefs"]] == [2, 1]
+    tmap = await get_map(scene.plane, "chat", scene.namespace)
+    assert tmap is not None and tmap["status"]["published"] is True
+    assert condition(tmap, "Published") == condition(before, "Published")
 
 
 async def test_at_rest_nothing_is_written_again_across_resyncs(scene: Scene) -> None:
