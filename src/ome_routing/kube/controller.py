@@ -381,11 +381,14 @@ class Controller:
     # --- writes -----------------------------------------------------------------
 
     async def _start_over(self, key: ServiceKey) -> str:
-        """A write met a newer map: read it, and reconcile again at once from it."""
+        """A write met a newer map, or none: read it, and reconcile again at once from it."""
         assert self._maps is not None and self._writes is not None
         live = await self._writes.read_live(TrafficMap, key)
         if live is not None:
             self._maps.remember(live)
+        elif (cached := self._maps.cache.get(key)) is not None:
+            # gone: not again at once from the cache's copy, ahead of the watch's event
+            self._maps.forget(key, str((cached.get("metadata") or {}).get("resourceVersion")))
         self._queue.add(key)
         return "conflict"
 
