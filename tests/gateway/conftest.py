@@ -1,12 +1,16 @@
-"""Fixtures for real traffic through a real Gateway API implementation (Traefik) on loopback.
+"""Fixtures for real traffic through real Gateway API implementations on loopback.
 
 - `gateway_plane` (session): a `LocalControlPlane` with our CRDs and the Gateway API's.
-- `gateway` (session): a `LocalGateway` (Traefik) serving the Gateway `ome-gateway/global` of
+- `traefik` (session): a `LocalGateway` (Traefik) serving the Gateway `ome-gateway/global` of
   that control plane, in a private mount namespace whose hosts file the tests extend.
+- `contour` (session): a `ContourGateway` (Contour + Envoy) serving `ome-gateway/contour` of
+  the same control plane, in a sandbox of its own with the same names.
+- `gateway`: each of the two in turn (a test using it runs once per gateway, its id
+  `[traefik]` or `[contour]`); started once per session, on first use.
 - `fleet` (session): loopback addresses for workload clusters, one per cluster.
 - `cluster_servers`: a factory of started `ClusterServer`s (model server + capacity reporter)
-  for one test, each on its cluster's address and hostname (mapped in the gateway's hosts
-  file from the start) at a port shared by the test's clusters; stopped after the test.
+  for one test, each on its cluster's address and hostname (mapped in both gateways' hosts
+  files from the start) at a port shared by the test's clusters; stopped after the test.
 - `gateway_namespace`: a fresh namespace for one test, deleted afterwards.
 
 Every test under tests/gateway is marked `gateway`. They need root (a mount namespace, and
@@ -26,7 +30,10 @@ from tests.suite_hooks import Progress, register
 
 from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools
 from ome_routing.devcluster.gateway import LocalGateway
+from ome_routing.devcluster.gateway_base import SandboxedGateway
+from ome_routing.devcluster.gateway_contour import ContourGateway
 from ome_routing.devcluster.gateway_tools import ensure_gateway_api_crds, ensure_traefik
+from ome_routing.devcluster.gateways import ensure_gateway_binaries
 from ome_routing.devcluster.processes import free_ports
 
 GATEWAY_DIR = Path(__file__).parent
@@ -38,11 +45,12 @@ from controller_harness import delete_namespace  # noqa: E402
 
 
 def _prepare(progress: Progress) -> None:
-    """The control plane's binaries, Traefik and the Gateway API CRDs (a first build takes
+    """The control plane's binaries, Traefik, Contour and the CRDs (a first build takes
     minutes)."""
     ensure_tools(progress=progress)
     ensure_traefik(progress=progress)
     ensure_gateway_api_crds(progress=progress)
+    ensure_gateway_binaries(ContourGateway.kind, progress=progress)
 
 
 register(GATEWAY_DIR, ["gateway"], _prepare)
@@ -60,9 +68,22 @@ def gateway_plane(gateway_tools: Tools) -> Iterator[LocalControlPlane]:
 
 
 @pytest.fixture(scope="session")
-def gateway(gateway_plane: LocalControlPlane, fleet: Fleet) -> Iterator[LocalGateway]:
+def traefik(gateway_plane: LocalControlPlane, fleet: Fleet) -> Iterator[LocalGateway]:
     with LocalGateway(gateway_plane, fleet.hosts()) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def contour(gateway_plane: LocalControlPlane, fleet: Fleet) -> Iterator[ContourGateway]:
+    with ContourGateway(gateway_plane, fleet.hosts(), name="contour") as running:
+        yield running
+
+
+@pytest.fixture(params=[LocalGateway.kind, ContourGateway.kind])
+def gateway(request: pytest.FixtureRequest) -> SandboxedGateway:
+    """Each gateway in turn: Traefik, then Contour."""
+    running: SandboxedGateway = request.getfixturevalue(request.param)
+    return running
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +110,7 @@ async def gateway_namespace(gateway_plane: LocalControlPlane) -> AsyncIterator[s
 
 
 @pytest.fixture
-async def cluster_servers(gateway: LocalGateway, fleet: Fleet) -> AsyncIterator[StartServers]:
+async def cluster_servers(fleet: Fleet) -> AsyncIterator[StartServers]:
     """`await cluster_servers(["worker-a", "worker-b"])` -> {cluster: server}."""
     started: list[ClusterServer] = []
 

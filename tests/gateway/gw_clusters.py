@@ -1,8 +1,9 @@
 """Workload clusters on loopback: each has its own 127.x.y.z address, a hostname, and a server.
 
 A `ClusterServer` stands in for a home's model server and its capacity reporter at once: `/`
-and every other path answer `served by <cluster>` (and count it); `/capacity` answers a
-capacity Report whose `servable` a test can change. `Fleet` hands out one address per cluster
+and every other path answer `served by <cluster>` (and count it, and the `Host` it got);
+`/capacity` answers a capacity Report whose `servable` a test can change, and `/v1/models`
+(the health probe's path) the status a test sets. `Fleet` hands out one address per cluster
 from a /24 of 127.0.0.0/8 picked at random, so that parallel runs do not collide, and one
 hostname per cluster (`model.worker-a.example.com`), all known before the gateway starts:
 Traefik (Go) caches /etc/hosts for 5 seconds after reading it, so a name added to the file
@@ -44,6 +45,10 @@ class ClusterServer:
     servable: int = 2
     served: int = 0
     polls: int = 0
+    #: what the health path (`/v1/models`, the guide's probe) answers; it is not "served"
+    health: int = 200
+    #: the `Host` header of every request the model server answered, in order
+    hosts_seen: list[str] = field(default_factory=list)
     _runner: web.AppRunner | None = field(default=None, repr=False)
 
     async def start(self) -> ClusterServer:
@@ -52,12 +57,17 @@ class ClusterServer:
             stamp = format_rfc3339(datetime.now(UTC))
             return web.json_response({"servable": self.servable, "observedAt": stamp})
 
-        async def serve(_: web.Request) -> web.Response:
+        async def serve(request: web.Request) -> web.Response:
             self.served += 1
+            self.hosts_seen.append(request.headers.get("Host", ""))
             return web.Response(text=f"{SERVED_BY}{self.cluster}")
+
+        async def health(_: web.Request) -> web.Response:
+            return web.Response(status=self.health, text=f"health {self.health}")
 
         app = web.Application()
         app.router.add_route("GET", "/capacity", capacity)
+        app.router.add_route("GET", "/v1/models", health)
         app.router.add_route("*", "/{tail:.*}", serve)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from controller_harness import PATIENCE
 from gw_clusters import tally
 
-from ome_routing.devcluster.gateway import LocalGateway
+from ome_routing.devcluster.gateway_base import SandboxedGateway
 
 T = TypeVar("T")
 
@@ -61,7 +61,7 @@ def external_name_backend(name: str, namespace: str, host: str, port: int) -> li
 def http_route(
     name: str,
     namespace: str,
-    gateway: LocalGateway,
+    gateway: SandboxedGateway,
     hostname: str,
     backends: dict[str, int],
     port: int,
@@ -100,13 +100,13 @@ def http_route(
     }
 
 
-async def apply(gateway: LocalGateway, objects: list[dict[str, Any]]) -> None:
+async def apply(gateway: SandboxedGateway, objects: list[dict[str, Any]]) -> None:
     document = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
     await asyncio.to_thread(gateway.plane.kubectl, "apply", "-f", "-", input=document)
 
 
 async def route_condition(
-    gateway: LocalGateway, namespace: str, name: str, type_: str
+    gateway: SandboxedGateway, namespace: str, name: str, type_: str
 ) -> dict[str, Any]:
     """The route's condition `type_` as the gateway's parent status reports it ({} when none)."""
     result = await asyncio.to_thread(
@@ -135,12 +135,12 @@ async def eventually(
         await asyncio.sleep(0.2)
 
 
-async def send(gateway: LocalGateway, host: str, count: int) -> list[tuple[int, str]]:
+async def send(gateway: SandboxedGateway, host: str, count: int) -> list[tuple[int, str]]:
     """`count` GETs through the gateway, one after another: [(status, body)]."""
     return await asyncio.to_thread(lambda: [gateway.get(host) for _ in range(count)])
 
 
-async def split(gateway: LocalGateway, host: str, count: int) -> Counter[str]:
+async def split(gateway: SandboxedGateway, host: str, count: int) -> Counter[str]:
     """How many of `count` requests each cluster served."""
     answers = await send(gateway, host, count)
     assert all(status == 200 for status, _ in answers), Counter(s for s, _ in answers)

@@ -32,6 +32,12 @@ MODEL_SERVER = "served by the model server"
 SERVICE = "chat"
 
 
+@pytest.fixture
+def gateway(traefik: LocalGateway) -> LocalGateway:
+    """These tests are about Traefik (the FQDN EndpointSlices it needs)."""
+    return traefik
+
+
 class ModelServer:
     """A model server stand-in: every path answers 200 with the same text, as a catch-all."""
 

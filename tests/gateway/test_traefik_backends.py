@@ -8,6 +8,7 @@ in its private namespace), weights split the traffic, an all-zero route answers 
 
 from __future__ import annotations
 
+import pytest
 from gw_clusters import StartServers, home_host
 from gw_objects import (
     apply,
@@ -24,6 +25,12 @@ from ome_routing.devcluster.gateway import LocalGateway
 from ome_routing.devcluster.gateway_names import namespace_file
 
 EXTERNAL_NAME_REFUSED = "type ExternalName is not supported for Kubernetes Service reference"
+
+
+@pytest.fixture
+def gateway(traefik: LocalGateway) -> LocalGateway:
+    """These tests are about Traefik (the FQDN EndpointSlices it needs)."""
+    return traefik
 
 
 async def _route_to_fqdn_backends(

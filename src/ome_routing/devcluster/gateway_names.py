@@ -153,10 +153,13 @@ class DnsRecorder:
 class NameSandbox:
     """A hosts file, a resolv.conf naming a `DnsRecorder`, and the command that uses them."""
 
-    def __init__(self, directory: Path, hosts: Mapping[str, str]) -> None:
+    def __init__(self, directory: Path, hosts: Mapping[str, str], *, record: bool = True) -> None:
         _check_loopback(hosts)
         self.dir = directory
         self.hosts = dict(hosts)
+        #: False for a sandbox whose processes outlive this one: resolv.conf then names a
+        #: loopback address nothing listens on (a query is refused by the kernel)
+        self.record = record
         self.recorder = DnsRecorder()
 
     @property
@@ -169,7 +172,10 @@ class NameSandbox:
 
     def start(self) -> NameSandbox:
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.recorder.start()
+        if self.record:
+            self.recorder.start()
+        else:
+            self.recorder.address = unbound_address()
         self._write_hosts()
         # One attempt, a short timeout: a refused query must not slow anything down.
         self.resolv_conf.write_text(
@@ -225,6 +231,19 @@ class NameSandbox:
             str(self.resolv_conf),
             *argv,
         ]
+
+
+def unbound_address() -> str:
+    """A 127.53.x.y address on whose UDP port 53 nothing listens right now."""
+    for _ in range(_BIND_ATTEMPTS):
+        address = f"127.53.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            try:
+                sock.bind((address, _DNS_PORT))
+            except OSError:
+                continue
+        return address
+    raise NamesError("no free UDP port 53 on a 127.53.x.y address")
 
 
 def _host_lines(hosts: Mapping[str, str]) -> str:

