@@ -71,8 +71,13 @@ class Account:
         return [r for r in self.writes(OLD_SOURCE) if r.succeeded and r.at > first.at]
 
     @property
-    def old_refused_after_fault(self) -> list[Request]:
-        return [r for r in self.writes(OLD_SOURCE) if not r.succeeded and r.at > self.fault]
+    def old_refused_after_standby(self) -> list[Request]:
+        """The old leader's writes that reached the API server after the standby's first
+        write and were refused (409: the resourceVersion fence; 504: the sender was gone)."""
+        first = self.standby_first
+        if first is None:
+            return []
+        return [r for r in self.writes(OLD_SOURCE) if not r.succeeded and r.at > first.at]
 
     def record(self, name: str, figure: Figure) -> None:
         first, last = self.standby_first, self.old_last
@@ -85,10 +90,10 @@ class Account:
         )
         refused = Counter(
             f"{r.verb} {r.kind}{'/status' if r.subresource else ''} {r.code}"
-            for r in self.old_refused_after_fault
+            for r in self.old_refused_after_standby
         )
         figure(
-            f"{name}: old leader's writes refused by the API server after the fault",
+            f"{name}: old leader's writes refused after the standby's first",
             ", ".join(f"{k} x{n}" for k, n in sorted(refused.items())) or "0",
         )
         figure(
