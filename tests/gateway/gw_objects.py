@@ -136,8 +136,17 @@ async def eventually(
 
 
 async def send(gateway: SandboxedGateway, host: str, count: int) -> list[tuple[int, str]]:
-    """`count` GETs through the gateway, one after another: [(status, body)]."""
-    return await asyncio.to_thread(lambda: [gateway.get(host) for _ in range(count)])
+    """`count` GETs through the gateway, one after another: [(status, body)]; a refused
+    connection is (0, "connection refused") (Envoy opens its listener with the first route
+    Contour gives it)."""
+
+    def get() -> tuple[int, str]:
+        try:
+            return gateway.get(host)
+        except ConnectionRefusedError:
+            return 0, "connection refused"
+
+    return await asyncio.to_thread(lambda: [get() for _ in range(count)])
 
 
 async def split(gateway: SandboxedGateway, host: str, count: int) -> Counter[str]:
