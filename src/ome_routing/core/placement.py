@@ -128,12 +128,14 @@ def _object(block: Mapping[str, Any], field: str, where: str) -> Mapping[str, An
     return value
 
 
-def _status_text(block: Mapping[str, Any], field: str, where: str) -> str | None:
+def _text(
+    block: Mapping[str, Any], field: str, where: str, error: type[PlacementError] = PlacementError
+) -> str | None:
     value = block.get(field)
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise PlacementError(f"{where}.{field} must be a string, got {value!r}")
+        raise error(f"{where}.{field} must be a string, got {value!r}")
     return value
 
 
@@ -144,15 +146,6 @@ def _spec_placement(spec: Mapping[str, Any]) -> Mapping[str, Any]:
     if not isinstance(placement, Mapping):
         raise PlacementIntentError(f"spec.placement must be an object, got {placement!r}")
     return placement
-
-
-def _optional_text(block: Mapping[str, Any], field: str, where: str) -> str | None:
-    value = block.get(field)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise PlacementIntentError(f"{where}.{field} must be a string, got {value!r}")
-    return value
 
 
 def _status_placement(status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -191,13 +184,13 @@ def _read_plan(placement: Mapping[str, Any]) -> tuple[_Plan | None, str | None]:
     plan = _object(placement, "plan", "status.placement")
     if plan is None:
         return None, None
-    plan_id = _status_text(plan, "id", where)
+    plan_id = _text(plan, "id", where)
     move = _object(plan, "singleMove", where)
     return (
         _Plan(
-            mode=_status_text(plan, "mode", where),
-            winner=_status_text(plan, "winner", where),
-            selected=_status_text(move, "selected", f"{where}.singleMove") if move else None,
+            mode=_text(plan, "mode", where),
+            winner=_text(plan, "winner", where),
+            selected=_text(move, "selected", f"{where}.singleMove") if move else None,
             moving=move is not None,
         ),
         plan_id,
@@ -246,8 +239,8 @@ def read_placement(spec: Mapping[str, Any], status: Mapping[str, Any]) -> Placem
     `PlacementError` for a malformed `status.placement`.
     """
     intent = _spec_placement(spec)
-    mode = _optional_text(intent, "mode", "spec.placement")
-    _optional_text(intent, "policy", "spec.placement")
+    mode = _text(intent, "mode", "spec.placement", PlacementIntentError)
+    _text(intent, "policy", "spec.placement", PlacementIntentError)
     placement = _status_placement(status)
     plan, plan_id = _read_plan(placement)
     placed = placement.get("phase") == PLACED
