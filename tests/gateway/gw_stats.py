@@ -1,63 +1,14 @@
 """The statistical check of a split that a gateway draws at random per request (Envoy).
 
-Envoy picks a weighted cluster for each request independently, with probability
-weight / total: over `n` requests a home of weight `w` of `total` serves
-X ~ Binomial(n, w / total). `split_is_plausible` is a two-sided exact binomial test for
-every home with a positive weight: it fails when X falls in a tail whose probability is at
-most FALSE_FAILURE / 2 on either side. So a gateway that splits exactly as weighted fails a
-check with probability at most FALSE_FAILURE (1e-6), whatever `n`; the gateway suites make
-fewer than 20 such checks a run, so a run fails falsely with probability below 2e-5.
-At n = 300 the interval for weight 2 of 3 is 159..238 (a 1:1 split, 150, is far outside);
-a home of weight 0 must serve exactly 0 requests, which is no statistics.
+The test is the demo's (`ome_routing.demo.splits`): a two-sided exact binomial test for
+every home with a positive weight, each tail at most FALSE_FAILURE / 2, and exactly 0 for a
+home of weight 0. A gateway that splits as weighted fails one check with probability at
+most 1e-6; the gateway suite makes fewer than 20 such checks a run, so a run fails falsely
+with probability below 2e-5.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from functools import cache
+from ome_routing.demo.splits import FALSE_FAILURE, acceptance, split_is_plausible
 
-FALSE_FAILURE = 1e-6
-
-
-@cache
-def acceptance(n: int, p: float, alpha: float = FALSE_FAILURE) -> tuple[int, int]:
-    """The smallest `lo` and largest `hi` with P(X < lo) <= alpha/2 and P(X > hi) <= alpha/2
-    for X ~ Binomial(n, p)."""
-    if p >= 1.0:
-        return n, n
-    pmf = [
-        math.exp(
-            math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-            + k * math.log(p) + (n - k) * math.log1p(-p)
-        )
-        for k in range(n + 1)
-    ]  # fmt: skip
-    lo, tail = 0, 0.0
-    while lo < n and tail + pmf[lo] <= alpha / 2:
-        tail += pmf[lo]
-        lo += 1
-    hi, tail = n, 0.0
-    while hi > 0 and tail + pmf[hi] <= alpha / 2:
-        tail += pmf[hi]
-        hi -= 1
-    return lo, hi
-
-
-def split_is_plausible(served: Mapping[str, int], weights: Mapping[str, int]) -> bool:
-    """True when `served` ({home: requests}) passes the test for `weights` ({home: weight}):
-    nothing outside the homes, exactly 0 for weight 0, each other home inside its interval."""
-    n = sum(served.values())
-    total = sum(weights.values())
-    if set(served) - set(weights) or total == 0:
-        return False
-    for home, weight in weights.items():
-        count = served.get(home, 0)
-        if weight == 0:
-            if count:
-                return False
-            continue
-        lo, hi = acceptance(n, weight / total)
-        if not lo <= count <= hi:
-            return False
-    return True
+__all__ = ["FALSE_FAILURE", "acceptance", "split_is_plausible"]

@@ -9,6 +9,7 @@ import click
 
 from ome_routing.demo import DemoError, DemoOptions, find_repo, run_demo
 from ome_routing.devcluster import ControlPlaneError, PkiError, ToolsError
+from ome_routing.devcluster.gateways import GATEWAY_NAMES
 
 # The repository this package was installed from (an editable install), after the cwd.
 _PACKAGE_REPO = Path(__file__).resolve().parents[3]
@@ -30,10 +31,20 @@ _PACKAGE_REPO = Path(__file__).resolve().parents[3]
 @click.option(
     "--traffic",
     is_flag=True,
-    help="Also publish the TrafficMap to a local gateway (Traefik, built once into the cache "
+    help="Also publish the TrafficMap to a local gateway (see --gateway; built once into the cache "
     "by `ome-routing dev tools`) and send requests through it after Step 3. Needs root.",
 )
-def demo(keep: bool, kubernetes_reporter: bool, traffic: bool) -> None:
+@click.option(
+    "--gateway",
+    type=click.Choice(GATEWAY_NAMES),
+    default="traefik",
+    show_default=True,
+    help="With --traffic, the gateway: traefik (the publisher writes hostname "
+    "EndpointSlices; the split is exact) or contour (Contour and Envoy, serving OME's default "
+    "ExternalName backends; Envoy draws each request, so the split is checked by a "
+    "binomial test).",
+)
+def demo(keep: bool, kubernetes_reporter: bool, traffic: bool, gateway: str) -> None:
     """Run capacity polling end to end on a local control plane, and check the outputs.
 
     Starts etcd and kube-apiserver on 127.0.0.1 (the first run builds them), registers the
@@ -44,19 +55,27 @@ def demo(keep: bool, kubernetes_reporter: bool, traffic: bool) -> None:
     first with both ceilings, then after worker-b's poll starts getting a 404.
 
     With --traffic, each home also gets a hostname and a loopback address of its own, the
-    controller publishes the TrafficMap (hostname EndpointSlices) to a Gateway served by
-    Traefik, and after Step 3 the demo sends requests to the global host through it: the
-    split matches the weights (2:1), then follows worker-a's count lowered to 1 (1:1).
+    controller publishes the TrafficMap to a Gateway served by Traefik (hostname
+    EndpointSlices) or, with --gateway contour, by Contour and Envoy (OME's default
+    ExternalName backends), and after Step 3 the demo sends requests to the global host
+    through it: the split matches the weights (2:1), then follows worker-a's count lowered
+    to 1 (1:1).
 
     Exits 0 when every output matches, 1 when one differs or a step fails, 130 on Ctrl-C.
     Everything it started is stopped before it exits.
     """
     if kubernetes_reporter and traffic:
         raise click.UsageError("--kubernetes-reporter and --traffic can't be combined")
+    if gateway != "traefik" and not traffic:
+        raise click.UsageError("--gateway needs --traffic")
     try:
         repo = find_repo([Path.cwd(), _PACKAGE_REPO])
         options = DemoOptions(
-            repo=repo, keep=keep, kubernetes_reporter=kubernetes_reporter, traffic=traffic
+            repo=repo,
+            keep=keep,
+            kubernetes_reporter=kubernetes_reporter,
+            traffic=traffic,
+            gateway=gateway,
         )
         ok = run_demo(options)
     except (DemoError, ControlPlaneError, ToolsError, PkiError) as err:

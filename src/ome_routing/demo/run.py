@@ -52,7 +52,8 @@ from ome_routing.demo.traffic import (
     write_values,
 )
 from ome_routing.devcluster import LocalControlPlane, ensure_tools
-from ome_routing.devcluster.gateway import GatewayError, LocalGateway
+from ome_routing.devcluster.gateway_base import GatewayError, SandboxedGateway
+from ome_routing.devcluster.gateways import gateway_type
 from ome_routing.devcluster.processes import free_ports
 
 ISVC_FILE = "examples/isvc.yaml"
@@ -68,7 +69,8 @@ class DemoOptions:
     ceiling_timeout: float = 90.0  # quorum 3 at period 10s gives ceilings after about 20s
     fallback_timeout: float = 45.0  # the next poll (period 10s) fails, then one map write
     kubernetes_reporter: bool = False  # count from Pod objects (demo.kubereporters)
-    traffic: bool = False  # publish to a local Traefik and send requests through it
+    traffic: bool = False  # publish to a local gateway and send requests through it
+    gateway: str = "traefik"  # which gateway (devcluster.gateways): traefik or contour
     traffic_timeout: float = 90.0  # a new ceiling needs quorum 2 at period 10s, then the route
 
 
@@ -94,7 +96,7 @@ class Demo(Commands):
         self.plane: LocalControlPlane | None = None
         self.reporters: LoopbackReporters | None = None
         self.controller: ControllerProcess | None = None
-        self.gateway: LocalGateway | None = None
+        self.gateway: SandboxedGateway | None = None
         self.backend_port = free_ports(1)[0] if options.traffic else 0
         self._shown: dict[str, str] = {}  # each home's state as last narrated
 
@@ -241,8 +243,9 @@ class Demo(Commands):
 
     def _start_gateway(self, stack: contextlib.ExitStack) -> None:
         assert self.plane is not None and self.reporters is not None
-        self.say.step("Start the global gateway (Traefik, Gateway API) on 127.0.0.1")
-        gateway = LocalGateway(
+        kind = gateway_type(self.options.gateway)
+        self.say.step(f"Start the global gateway ({kind.title}, Gateway API) on 127.0.0.1")
+        gateway = kind(
             self.plane, {r.host: r.address for r in self.reporters}, dir=self.work / "gateway"
         )
         stack.callback(gateway.stop)

@@ -3,12 +3,15 @@
 With `ome-routing demo --traffic`, each home gets a hostname of its own
 (`qwen3-0-6b.qwen3-0-6b.worker-a.example.com`) mapped to its own 127.x.y.z address, where
 its reporter also answers as its model server (`served by worker-a`). The controller runs
-with the publisher on in the hostname-EndpointSlice mode (Traefik refuses OME's ExternalName
-backends), and both it and Traefik run in a private mount namespace that resolves those
-names from a hosts file and sends any DNS query to a local recorder, never to a real server.
-After Step 3 the demo sends requests to the global host through Traefik, prints how many
-each home served next to the TrafficMap's weights, lowers a reporter's count, and shows the
-split follow.
+with the publisher on, and both it and the gateway run in a private mount namespace that
+resolves those names from a hosts file and sends any DNS query to a local recorder, never
+to a real server. With Traefik (`--gateway traefik`, the default) the publisher writes
+hostname EndpointSlices (Traefik refuses OME's ExternalName backends) and the split is
+exact; with Contour and Envoy (`--gateway contour`) it writes OME's default ExternalName
+backends, and Envoy draws each request, so the split is judged by a binomial test
+(`demo.splits`). After Step 3 the demo sends requests to the global host through the
+gateway, prints how many each home served next to the TrafficMap's weights, lowers a
+reporter's count, and shows the split follow.
 
 The helpers are pure; `send` makes the requests and `TrafficSteps` runs the two steps.
 """
@@ -28,8 +31,9 @@ import yaml
 from ome_routing.demo import spec
 from ome_routing.demo.narration import Narrator
 from ome_routing.demo.reporters import SERVED_BY, LoopbackReporters
-from ome_routing.devcluster.gateway import LocalGateway
-from ome_routing.devcluster.processes import tail
+from ome_routing.demo.splits import FALSE_FAILURE, acceptance, expected_split, split_is_plausible
+from ome_routing.devcluster.gateway_base import SandboxedGateway
+from ome_routing.devcluster.gateway_contour import ContourGateway
 
 HOST_TEMPLATE = "{{ .Name }}.{{ .Namespace }}.global.example.com"
 GLOBAL_HOST = f"{spec.NAME}.{spec.NAMESPACE}.global.example.com"
@@ -47,14 +51,21 @@ def home_addresses(clusters: list[str]) -> dict[str, str]:
     return {cluster: f"{prefix}.{index}" for index, cluster in enumerate(clusters, start=1)}
 
 
-def with_endpoint(values: Mapping[str, Any], gateway_ref: str, backend_port: int) -> dict[str, Any]:
-    """The chart values of Step 1 plus the publisher's `endpoint` block for the demo's gateway."""
-    endpoint = {
+def with_endpoint(
+    values: Mapping[str, Any],
+    gateway_ref: str,
+    backend_port: int,
+    hostname_endpoint_slices: bool = True,
+) -> dict[str, Any]:
+    """The chart values of Step 1 plus the publisher's `endpoint` block for the demo's gateway
+    (OME's default ExternalName backends unless `hostname_endpoint_slices`)."""
+    endpoint: dict[str, Any] = {
         "globalGateway": gateway_ref,
         "backendPort": backend_port,
         "globalHostTemplate": HOST_TEMPLATE,
-        "gatewayBackend": {"hostnameEndpointSlices": True},
     }
+    if hostname_endpoint_slices:
+        endpoint["gatewayBackend"] = {"hostnameEndpointSlices": True}
     merged = dict(values)
     ome = dict(merged.get("ome") or {})
     multicluster = dict(ome.get("multicluster") or {})
@@ -87,12 +98,6 @@ def tally(answers: list[tuple[int, str]]) -> Counter[str]:
     return counts
 
 
-def expected_split(weights: Mapping[str, int], requests: int) -> dict[str, int]:
-    """What a weighted round robin serves over `requests` (a multiple of the weights' sum)."""
-    total = sum(weights.values())
-    return {c: requests * w // total for c, w in weights.items() if w} if total else {}
-
-
 def format_split(counts: Counter[str], weights: Mapping[str, int], requests: int) -> str:
     """One line per home: requests served, share, and its weight; then any other answers."""
     total = sum(weights.values())
@@ -106,26 +111,40 @@ def format_split(counts: Counter[str], weights: Mapping[str, int], requests: int
     return "\n".join(lines)
 
 
-def describe_gateway(say: Narrator, gateway: LocalGateway) -> None:
-    say.say(
-        f"Traefik serves the Gateway {gateway.gateway_ref} at http://127.0.0.1:{gateway.port}; "
-        "each home's hostname resolves to its own address in Traefik's private hosts file:"
-    )
+def describe_gateway(say: Narrator, gateway: SandboxedGateway) -> None:
+    if isinstance(gateway, ContourGateway):
+        say.say(
+            f"Contour serves the Gateway {gateway.gateway_ref} through Envoy at "
+            f"http://127.0.0.1:{gateway.port}; the publisher writes OME's default ExternalName "
+            "backends, and each home's hostname resolves to its own address in Envoy's "
+            "private hosts file:"
+        )
+    else:
+        say.say(
+            f"Traefik serves the Gateway {gateway.gateway_ref} at "
+            f"http://127.0.0.1:{gateway.port}; each home's hostname resolves to its own "
+            "address in Traefik's private hosts file:"
+        )
     say.output("\n".join(f"{a}  {h}" for h, a in sorted(gateway.sandbox.hosts.items())))
 
 
 def write_values(
-    say: Narrator, step1: Path, path: Path, gateway: LocalGateway, backend_port: int
+    say: Narrator, step1: Path, path: Path, gateway: SandboxedGateway, backend_port: int
 ) -> None:
     """Write Step 1's values plus the endpoint block to `path`, and show the block."""
-    merged = with_endpoint(yaml.safe_load(step1.read_text()), gateway.gateway_ref, backend_port)
+    merged = with_endpoint(
+        yaml.safe_load(step1.read_text()),
+        gateway.gateway_ref,
+        backend_port,
+        gateway.needs_hostname_endpoint_slices,
+    )
     path.write_text(yaml.safe_dump(merged, sort_keys=False))
     say.say(f"Step 1's values plus the publisher's endpoint block, in {path}:")
     endpoint = merged["ome"]["multicluster"]["config"]["endpoint"]
     say.output(yaml.safe_dump({"endpoint": endpoint}, sort_keys=False))
 
 
-def send(gateway: LocalGateway, requests: int) -> Counter[str]:
+def send(gateway: SandboxedGateway, requests: int) -> Counter[str]:
     """`requests` GETs to the global host through the gateway, one after another."""
     return tally([gateway.get(GLOBAL_HOST) for _ in range(requests)])
 
@@ -136,7 +155,7 @@ class TrafficSteps:
     def __init__(
         self,
         say: Narrator,
-        gateway: LocalGateway,
+        gateway: SandboxedGateway,
         reporters: LoopbackReporters,
         kubectl: Callable[[str], str],
         timeout: float,
@@ -160,7 +179,8 @@ class TrafficSteps:
         self.say.say(
             "worker-a's reporter now answers servable 1: its ceiling drops to 1 after "
             "the next polls, the TrafficMap's weights become 1:1, the publisher rewrites the "
-            "HTTPRoute, and Traefik follows."
+            f"HTTPRoute, and {self.gateway.title} "
+            f"{'follow' if isinstance(self.gateway, ContourGateway) else 'follows'}."
         )
         weights = self._published({"worker-a": 1, "worker-b": 1})
         return self._measure(weights)
@@ -176,8 +196,8 @@ class TrafficSteps:
             if time.monotonic() - started > self.timeout:
                 raise TrafficError(
                     f"the gateway did not serve {weights} within {self.timeout:.0f}s "
-                    f"(the HTTPRoute's weights: {current}); the end of Traefik's log:\n"
-                    f"{tail(self.gateway.log_path)}"
+                    f"(the HTTPRoute's weights: {current}); the end of the logs:\n"
+                    f"{self.gateway.log_tail()}"
                 )
             time.sleep(0.5)
         self.kubectl(
@@ -197,11 +217,31 @@ class TrafficSteps:
         )
         counts = send(self.gateway, REQUESTS)
         self.say.output(format_split(counts, weights, REQUESTS))
+        if isinstance(self.gateway, ContourGateway):
+            return self._judge_draws(counts, weights)
         ok = dict(counts) == expected_split(weights, REQUESTS)
         if ok:
             self.say.say(f"OK: {REQUESTS} requests split exactly as the weights say")
         else:
             self.say.error(f"DIFFERS: expected {expected_split(weights, REQUESTS)}")
+        return ok
+
+    def _judge_draws(self, counts: Counter[str], weights: dict[str, int]) -> bool:
+        total = sum(weights.values())
+        bounds = {
+            c: acceptance(REQUESTS, w / total) if w else (0, 0) for c, w in sorted(weights.items())
+        }
+        ranges = ", ".join(f"{c} {lo}..{hi}" for c, (lo, hi) in bounds.items())
+        self.say.detail(
+            "Envoy draws a home for each request at random by weight, so the counts vary "
+            f"from run to run: a split as weighted falls within {ranges} "
+            f"(an exact binomial test; outside with probability under {FALSE_FAILURE:g})"
+        )
+        ok = split_is_plausible(counts, weights)
+        if ok:
+            self.say.say(f"OK: {REQUESTS} requests split as the weights say (binomial test)")
+        else:
+            self.say.error(f"DIFFERS: outside {ranges}")
         return ok
 
     def _route_weights(self) -> list[int]:
@@ -218,6 +258,12 @@ class TrafficSteps:
         return route_weights(json.loads(result.stdout)) if result.returncode == 0 else []
 
     def _gateway_follows(self, weights: dict[str, int]) -> bool:
+        if isinstance(self.gateway, ContourGateway):
+            # Envoy draws: read its route table (admin) rather than count a window.
+            served = self.gateway.served_weights(GLOBAL_HOST) or {}
+            return sorted(w for w in served.values() if w) == sorted(
+                w for w in weights.values() if w
+            )
         # Traefik applies a new route after its provider throttle (2s by default).
         probe = sum(weights.values()) * 10
         return dict(send(self.gateway, probe)) == expected_split(weights, probe)

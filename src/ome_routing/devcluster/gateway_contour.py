@@ -86,7 +86,7 @@ class ContourGateway(SandboxedGateway):
     """Contour + Envoy serving one Gateway of the local control plane; see the module."""
 
     kind = "contour"
-    title = "Contour"
+    title = "Contour and Envoy"
     gateway_class = GATEWAY_CLASS
     controller_name = CONTOUR_CONTROLLER
     needs_hostname_endpoint_slices = False
