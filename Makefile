@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test test-compiled check unit setup tools image demo clean
+.PHONY: test test-compiled test-node check unit setup tools image demo clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,12 @@ test-compiled: $(STAMP)
 	tree="$$($(BIN)/ome-routing dev compiled --source .)" && \
 	  PYTHONPATH="$$tree" OME_ROUTING_EXPECT_COMPILED=1 \
 	    $(BIN)/pytest tests/unit tests/integration -p no:cacheprovider -q
+
+## test-node: the one-node Kubernetes suite (tests/node), as root: the node's binaries
+## (kubelet, kube-controller-manager, kube-scheduler, kube-proxy, containerd; built once)
+## and the image first. Not yet part of `test`.
+test-node: tools
+	OME_ROUTING_NODE_TESTS=1 $(BIN)/pytest tests/node
 
 ## unit: the fast pure tests only
 unit: $(STAMP)

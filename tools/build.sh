@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and etcd, at the versions pinned in go.mod/go.sum, into OUTDIR.
+# Builds kube-apiserver and etcd, at the versions pinned in go.mod/go.sum, into OUTDIR; with
+# --node, the node's binaries instead: kubelet, kube-controller-manager, kube-scheduler and
+# kube-proxy, of the same k8s.io/kubernetes release (`ome-routing dev up --node`).
 #
 #   tools/build.sh OUTDIR
+#   tools/build.sh --node OUTDIR
 #
 # Static binaries (CGO_ENABLED=0), reproducible paths (-trimpath), and the release's version
 # stamped in the way Kubernetes' own build does it, so that /version reports it. Lines starting
 # with "==> " are stages; the other lines on stdout are packages as `go build -v` compiles them.
 set -euo pipefail
-out=${1:?usage: tools/build.sh OUTDIR}
+node=false
+if [[ ${1:-} == --node ]]; then
+  node=true
+  shift
+fi
+out=${1:?usage: tools/build.sh [--node] OUTDIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")"
@@ -49,6 +57,13 @@ build() { # NAME PACKAGE LDFLAGS
   mv -f "$out/$1.tmp" "$out/$1"
 }
 
+if $node; then
+  for name in kubelet kube-controller-manager kube-scheduler kube-proxy; do
+    build "$name" "k8s.io/kubernetes/cmd/$name" "$ldflags"
+  done
+  echo "==> built kubelet, kube-controller-manager, kube-scheduler and kube-proxy ${version}"
+  exit 0
+fi
 build kube-apiserver "$apiserver_pkg" "$ldflags"
 read -r etcd_version etcd_commit _ < <(origin go.etcd.io/etcd/server/v3)
 etcd_ldflags="-s -w"

@@ -4,7 +4,8 @@
     ome-routing dev up [--dir DIR]     start etcd + kube-apiserver in the background
                        [--gateway-api]  ...with the Gateway API CRDs installed
                        [--gateway traefik|contour]  ...and a gateway serving ome-gateway/global
-    ome-routing dev down [--dir DIR]   stop them (and the gateway)
+                       [--node [--image ARCHIVE]]  ...and one real node, in a sandbox (as root)
+    ome-routing dev down [--dir DIR]   stop them (and the gateway, or the node)
     ome-routing dev image [--source DIR]  build the controller image (as root; cached)
     ome-routing dev compiled [--source DIR]  compile the poll path with mypyc (cached);
                                              prints the tree to put on PYTHONPATH
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import click
 
+from ome_routing.cli.dev_node import NodeError, SandboxError, stop_node, up_node
 from ome_routing.devcluster import (
     ControlPlaneError,
     LocalControlPlane,
@@ -153,9 +155,37 @@ def tools() -> None:
     "with gatewayBackend.hostnameEndpointSlices) or contour (Contour + Envoy; serves OME's "
     "default ExternalName backends). Workload clusters' names go in its hosts file.",
 )
-def up(directory: Path | None, gateway_api: bool, gateway: str | None) -> None:
+@click.option(
+    "--node",
+    is_flag=True,
+    help="Also run one real node (kubelet, containerd, kube-proxy, kube-controller-manager, "
+    "kube-scheduler; as root): Deployments become pods. Everything runs in a sandbox of its "
+    "own namespaces; the API server is still at 127.0.0.1.",
+)
+@click.option(
+    "--image",
+    "images",
+    multiple=True,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="With --node: an image archive (docker-archive or OCI) to import into the node. "
+    "Default: the controller image `make image` built, when there is one.",
+)
+def up(
+    directory: Path | None,
+    gateway_api: bool,
+    gateway: str | None,
+    node: bool,
+    images: tuple[Path, ...],
+) -> None:
     """Start a control plane in the background and print how to use it."""
     directory = directory or default_dir()
+    if node:
+        if gateway_api or gateway is not None:
+            raise click.UsageError("--node can't be combined with --gateway or --gateway-api")
+        _up_node(directory, images)
+        return
+    if images:
+        raise click.UsageError("--image is for --node")
     found = _tools()
     started = time.monotonic()
     gateway_api = gateway_api or gateway is not None
@@ -173,6 +203,13 @@ def up(directory: Path | None, gateway_api: bool, gateway: str | None) -> None:
         _start_gateway(plane, gateway)
     _progress(f"stop it with: ome-routing dev down --dir {shlex.quote(str(plane.dir))}")
     click.echo(format_up(plane))
+
+
+def _up_node(directory: Path, images: tuple[Path, ...]) -> None:
+    try:
+        up_node(directory, _tools(), images, _progress)
+    except (ControlPlaneError, NodeError, SandboxError, PkiError, ToolsError, ImageError) as error:
+        raise click.ClickException(str(error)) from error
 
 
 def gateway_dir(directory: Path) -> Path:
@@ -233,10 +270,13 @@ def down(directory: Path | None) -> None:
     """Stop the control plane started by `dev up`."""
     directory = directory or default_dir()
     try:
+        if stop_node(directory):
+            click.echo(f"control plane and node in {directory} stopped")
+            return
         if SandboxedGateway.stop_attached(gateway_dir(directory)):
             click.echo(f"gateway in {gateway_dir(directory)} stopped")
         plane = LocalControlPlane.attach(directory)
         plane.stop()
-    except ControlPlaneError as error:
+    except (ControlPlaneError, NodeError, SandboxError) as error:
         raise click.ClickException(str(error)) from error
     click.echo(f"control plane in {directory} stopped")

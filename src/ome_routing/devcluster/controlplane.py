@@ -78,7 +78,7 @@ class LocalControlPlane:
         self._install_crds = install_crds
         self._detached = detached
         self._startup_timeout = startup_timeout
-        #: extra kube-apiserver flags, after ours (a later flag wins), e.g. for fault tests
+        #: extra kube-apiserver flags, after ours; one of the same name as ours replaces it
         self._apiserver_flags = list(apiserver_flags)
         #: also install the Gateway API standard-channel CRDs (see `gateway_tools`)
         self._gateway_api = gateway_api
@@ -323,8 +323,8 @@ class LocalControlPlane:
             # As envtest: no default ServiceAccount controller runs, so do not require one.
             "--disable-admission-plugins=ServiceAccount",
             "--profiling=false",
-            *self._apiserver_flags,
         ]
+        apiserver_argv = _with_flags(apiserver_argv, self._apiserver_flags)
         self._state = {
             "server_url": server_url,
             "ports": {"kube-apiserver": api_port, "etcd-client": etcd_port, "etcd-peer": peer_port},
@@ -332,13 +332,19 @@ class LocalControlPlane:
         }
         self._api_client = None
         for name, argv in (("etcd", etcd_argv), ("kube-apiserver", apiserver_argv)):
-            child = processes.spawn(
-                name, argv, self.dir / f"{name}.log", outlive_parent=self._detached
-            )
-            self._children[name] = child
-            self._processes.append(processes.identify(name, child))
+            self._spawn(name, argv)
+        self._expose()
         self._save_state()
         self._wait_ready()
+
+    def _spawn(self, name: str, argv: Sequence[str]) -> None:
+        """Start one of the control plane's processes, logging to `<dir>/<name>.log`."""
+        child = processes.spawn(name, argv, self.dir / f"{name}.log", outlive_parent=self._detached)
+        self._children[name] = child
+        self._processes.append(processes.identify(name, child))
+
+    def _expose(self) -> None:
+        """Make the API server reachable at `server_url` (it already is: it binds loopback)."""
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self._startup_timeout
@@ -400,6 +406,14 @@ class LocalControlPlane:
         if self._tools is None:
             self._tools = ensure_tools()
         return self._tools
+
+
+def _with_flags(argv: list[str], extra: Sequence[str]) -> list[str]:
+    """`argv` with `extra` after it, where a flag of `extra` replaces one of the same name
+    (kube-apiserver would append a repeated list flag's values, not replace them)."""
+    names = {flag.split("=", 1)[0] for flag in extra if flag.startswith("--")}
+    kept = [arg for arg in argv if arg.split("=", 1)[0] not in names]
+    return [*kept, *extra]
 
 
 class _PortTaken(ControlPlaneError):

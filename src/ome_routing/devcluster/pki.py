@@ -1,9 +1,11 @@
 """Keys and certificates for one local control plane, made with the `openssl` command.
 
-One CA signs the API server's serving certificate (127.0.0.1, ::1, localhost) and an admin
-client certificate in the group `system:masters`; a separate key signs service-account
-tokens. All keys are ECDSA P-256: quick to generate and accepted by every consumer here.
-Nothing leaves the directory it is written to.
+One CA signs the API server's serving certificate (127.0.0.1, ::1, localhost, and the names
+and address pods reach it by through the `kubernetes` Service) and an admin client
+certificate in the group `system:masters`; a separate key signs service-account tokens.
+`sign_client` adds a client certificate for another user (a node's components). All keys
+are ECDSA P-256: quick to generate and accepted by every consumer here. Nothing leaves the
+directory it is written to.
 
 Errors: `PkiError` (openssl is missing or failed; the message quotes its output).
 """
@@ -16,6 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _DAYS = "30"
+#: The `kubernetes` Service's ClusterIP: the first address of the control plane's
+#: --service-cluster-ip-range (10.0.0.0/24), which in-cluster clients connect to.
+KUBERNETES_SERVICE_IP = "10.0.0.1"
+_SERVING_SANS = ",".join(
+    (
+        "IP:127.0.0.1",
+        "IP:::1",
+        f"IP:{KUBERNETES_SERVICE_IP}",
+        "DNS:localhost",
+        "DNS:kubernetes",
+        "DNS:kubernetes.default",
+        "DNS:kubernetes.default.svc",
+        "DNS:kubernetes.default.svc.cluster.local",
+    )
+)
 
 
 class PkiError(RuntimeError):
@@ -79,14 +96,27 @@ def make_pki(directory: Path) -> Pki:
     )  # fmt: skip
     _sign(
         run, pki, pki.serving_key, pki.serving_cert, "/CN=kube-apiserver",
-        "extendedKeyUsage=serverAuth\n"
-        "subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default\n",
+        f"extendedKeyUsage=serverAuth\nsubjectAltName={_SERVING_SANS}\n",
     )  # fmt: skip
     _sign(
         run, pki, pki.admin_key, pki.admin_cert, "/O=system:masters/CN=admin",
         "extendedKeyUsage=clientAuth\n",
     )  # fmt: skip
     return pki
+
+
+def sign_client(pki: Pki, name: str, subject: str) -> tuple[Path, Path]:
+    """A new key and a client certificate for `subject` (such as `/O=system:nodes/CN=...`),
+    signed by the CA, written as `name.crt` and `name.key` beside it: (certificate, key)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise PkiError(f"openssl is not on PATH; it is needed to make {name}'s certificate")
+    directory = pki.ca_cert.parent
+    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
+    run = _Runner(openssl, directory)
+    run("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(key))
+    _sign(run, pki, key, cert, subject, "extendedKeyUsage=clientAuth\n")
+    return cert, key
 
 
 def _sign(run: _Runner, pki: Pki, key: Path, cert: Path, subject: str, extensions: str) -> None:

@@ -62,9 +62,16 @@ def _stat(pid: int) -> tuple[str, int] | None:
 
 
 def spawn(
-    name: str, argv: Sequence[str], log: Path, *, outlive_parent: bool, cwd: Path | None = None
+    name: str,
+    argv: Sequence[str],
+    log: Path,
+    *,
+    outlive_parent: bool,
+    cwd: Path | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
-    """Start `argv` in a new session with stdout and stderr appended to `log`."""
+    """Start `argv` in a new session with stdout and stderr appended to `log` (and the file
+    descriptors `pass_fds` inherited)."""
     die_with_parent = not outlive_parent and threading.current_thread() is threading.main_thread()
     # PR_SET_PDEATHSIG fires when the *thread* that forked exits, so it is only safe from the
     # main thread; other callers rely on stop() and the atexit hook.
@@ -87,6 +94,7 @@ def spawn(
             start_new_session=True,
             preexec_fn=preexec if die_with_parent else None,
             close_fds=True,
+            pass_fds=tuple(pass_fds),
         )
 
 

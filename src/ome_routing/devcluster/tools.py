@@ -221,15 +221,17 @@ def build_staged(
     *,
     label: Callable[[str], str],
     quiet: tuple[str, ...] = ("go: ",),
+    args: tuple[str, ...] = (),
 ) -> None:
-    """Run `module_dir/build.sh` into a staging folder and rename it to `target` once done,
-    so that a build cut short never looks complete; say each stage, and every tenth of
-    its packages compiled (`go build -v` prints one a line; lines starting with `quiet`
-    are not packages). A failed build raises `ToolsError` with the output's last lines."""
+    """Run `module_dir/build.sh [args] FOLDER` into a staging folder and rename it to
+    `target` once done, so that a build cut short never looks complete; say each stage, and
+    every tenth of its packages compiled (`go build -v` prints one a line; lines starting
+    with `quiet` are not packages). A failed build raises `ToolsError` with the output's
+    last lines."""
     shutil.rmtree(target, ignore_errors=True)
     staged = target.with_name(f".{target.name}.partial")
     shutil.rmtree(staged, ignore_errors=True)
-    command = ["bash", str(module_dir / "build.sh"), str(staged)]
+    command = ["bash", str(module_dir / "build.sh"), *args, str(staged)]
     process = subprocess.Popen(
         command,
         cwd=module_dir,

@@ -1,0 +1,92 @@
+"""Fixtures on a one-node Kubernetes (`devcluster.node.LocalNode`), as root.
+
+- `node` (session): the local control plane and one real node (kubelet, containerd,
+  kube-proxy, kube-controller-manager, kube-scheduler) in a sandbox of its own namespaces,
+  with the controller image of this checkout (`make image`) imported.
+- `plane` (session): its control plane (kubectl, helm, the kubeconfig).
+- `namespace`: a fresh namespace for one test, deleted afterwards (the namespace
+  controller empties it, as in any cluster).
+
+Every test here is marked `node` and `e2e`. Not as root, every test is skipped with the
+reason. The suite runs when asked for: `make test-node` (or OME_ROUTING_NODE_TESTS=1
+with pytest tests/node); `make test` leaves it out.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.suite_hooks import Progress, register
+
+from ome_routing.devcluster import LocalControlPlane, ensure_tools
+from ome_routing.devcluster.image import Image, build_image
+from ome_routing.devcluster.node import LocalNode
+from ome_routing.devcluster.node_tools import ensure_node_tools
+
+NODE_DIR = Path(__file__).parent
+REPO = NODE_DIR.parents[1]
+sys.path.insert(0, str(NODE_DIR))
+
+IS_ROOT = os.geteuid() == 0
+ASKED = os.environ.get("OME_ROUTING_NODE_TESTS") == "1"
+if not ASKED:
+    # Not yet part of `make test`: collected only when asked for (`make test-node`).
+    collect_ignore_glob = ["test_*.py"]
+
+
+def _prepare(progress: Progress) -> None:
+    """The binaries (the node's take minutes on a cold Go cache) and the image."""
+    if not IS_ROOT:
+        return
+    ensure_tools(progress=progress)
+    ensure_node_tools(progress=progress)
+    build_image(REPO, progress=progress)
+
+
+register(NODE_DIR, ["node", "e2e"], _prepare, label="node")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if IS_ROOT:
+        return
+    skip = pytest.mark.skip(
+        reason="the local node needs root (namespaces, mounts, cgroups, a container runtime)"
+    )
+    for item in items:
+        if NODE_DIR in Path(str(item.path)).parents:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def image() -> Image:
+    return build_image(REPO)
+
+
+@pytest.fixture(scope="session")
+def node(image: Image, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNode]:
+    with LocalNode(tmp_path_factory.mktemp("node"), images=[image.archive]) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def plane(node: LocalNode) -> LocalControlPlane:
+    return node.plane
+
+
+@pytest.fixture
+def namespace(plane: LocalControlPlane) -> Iterator[str]:
+    name = f"node-{uuid.uuid4().hex[:8]}"
+    plane.kubectl("create", "namespace", name)
+    plane.kubectl(
+        "wait", "--for=create", "serviceaccount/default",
+        "-n", name, "--timeout=60s",
+    )  # fmt: skip
+    try:
+        yield name
+    finally:
+        plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
