@@ -34,6 +34,7 @@ ENDPOINT = {
     "globalHostTemplate": "{{ .Name }}.{{ .Namespace }}.global.example.com",
 }
 OLD_SOURCE, NEW_SOURCE = "127.0.0.2", "127.0.0.3"
+UNANSWERED = "5xx"
 Figure = Callable[[str, object], None]
 
 
@@ -52,6 +53,14 @@ class Account:
 
     def writes(self, source: str) -> list[Request]:
         return [r for r in self.requests if r.source == source and r.kind != "Lease"]
+
+    @property
+    def watched_by_old(self) -> list[str]:
+        return [change for change, author in self.watched_after if author.startswith(OLD_SOURCE)]
+
+    @property
+    def watched_unknown(self) -> list[str]:
+        return [change for change, author in self.watched_after if author == "unknown"]
 
     @property
     def standby_first(self) -> Request | None:
@@ -87,6 +96,10 @@ class Account:
             figure(f"{name}: fault to standby's first write (s)", first.at - self.fault)
         figure(
             f"{name}: old leader's writes after the standby's first", len(self.old_after_standby)
+        )
+        figure(
+            f"{name}: old leader's writes the watches saw after the standby's first",
+            len(self.watched_by_old),
         )
         refused = Counter(
             f"{r.verb} {r.kind}{'/status' if r.subresource else ''} {r.code}"
@@ -242,6 +255,10 @@ class Pair:
             if r.resource_version is not None
         }
         deletes = [r for r in requests if r.verb == "delete" and r.succeeded]
+        # a request answered 5xx may still have been written: the API server answers 504
+        # when its client has gone (a request delivered after the partition healed), and the
+        # write can land all the same; such a change is that request's writer's
+        unanswered = [r for r in requests if r.code >= 500 and r.kind in WATCHED.values()]
         assert self.published is not None
         seen = [
             ("TrafficMap", "MODIFIED", w.name, w.resource_version)
@@ -256,6 +273,9 @@ class Pair:
                     "unknown",
                 )
             else:
-                author = authors.get((kind, name, version), "unknown")
+                author = authors.get((kind, name, version), "")
+            if author in ("", "unknown"):
+                maybe = {r.source for r in unanswered if (r.kind, r.name) == (kind, name)}
+                author = f"{maybe.pop()} (answered {UNANSWERED})" if len(maybe) == 1 else "unknown"
             result.watched_after.append((f"{event} {kind} {name} @{version}", author))
         return result
