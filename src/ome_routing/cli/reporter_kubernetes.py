@@ -88,8 +88,11 @@ def kubernetes_options(command: F) -> F:
 def _client(kubeconfig: Path | None, context: str | None) -> AsyncClient:
     if kubeconfig is not None:
         config = KubeConfig.from_file(kubeconfig).get(context_name=context)
-        return AsyncClient(config=config, trust_env=False)
-    return AsyncClient(trust_env=False)
+    else:
+        # In-cluster credentials, else $KUBECONFIG or ~/.kube/config. Passed explicitly:
+        # with trust_env=False (no proxy), lightkube would read ~/.kube/config only.
+        config = KubeConfig.from_env().get()
+    return AsyncClient(config=config, trust_env=False)
 
 
 def run_kubernetes(host: str, port: int, path: str, options: dict[str, Any]) -> None:
