@@ -69,7 +69,9 @@ def image() -> Image:
 
 @pytest.fixture(scope="session")
 def node(image: Image, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNode]:
-    with LocalNode(tmp_path_factory.mktemp("node"), images=[image.archive]) as running:
+    # The CRDs are the chart's to install (helm refuses objects it does not own).
+    directory = tmp_path_factory.mktemp("node")
+    with LocalNode(directory, images=[image.archive], install_crds=False) as running:
         yield running
 
 
