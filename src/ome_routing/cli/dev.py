@@ -160,7 +160,7 @@ def tools() -> None:
     is_flag=True,
     help="Also run one real node (kubelet, containerd, kube-proxy, kube-controller-manager, "
     "kube-scheduler; as root): Deployments become pods. Everything runs in a sandbox of its "
-    "own namespaces; the API server is still at 127.0.0.1.",
+    "own namespaces; the API server is still at 127.0.0.1. No CRDs: the chart installs them.",
 )
 @click.option(
     "--image",

@@ -40,7 +40,10 @@ def up_node(
         progress("no image to import: `make image` has not built the controller image yet")
     node_tools = ensure_node_tools(progress=progress)
     started = time.monotonic()
-    node = LocalNode(directory, tools, node_tools, images=chosen, detached=True).start()
+    # No CRDs: the chart installs them, as in a cluster (helm adopts no object it did not make).
+    node = LocalNode(
+        directory, tools, node_tools, images=chosen, detached=True, install_crds=False
+    ).start()
     plane = node.plane
     pids = ", ".join(f"{name} {pid}" for name, pid in sorted(node.pids.items()))
     progress(
