@@ -1,20 +1,23 @@
-"""Real traffic through Traefik against the published weights, and how fast a change reaches it.
+"""Real traffic through each gateway against the published weights, and how fast a change reaches it.
 
 One service `chat` placed on worker-a and worker-b, each a stand-in (model server and
 capacity reporter) on its own 127.x.y.z address; the controller with routing and the
-publisher on (hostname EndpointSlices), polling every second (samples 1, quorum 1), run in
-the gateway's name sandbox; Traefik serving the Gateway. Measured in one run:
+publisher on, polling every second (samples 1, quorum 1), run in the gateway's name
+sandbox. Each gateway in turn, on a control plane of its own: Traefik (the publisher
+writing hostname EndpointSlices) and Contour + Envoy (OME's default ExternalName
+backends). Measured for each:
 
 - split: 3,000 requests through the gateway to the global host, counted per cluster, next to
-  the TrafficMap's weights (2:1);
-- change latency: worker-b's reporter toggles between 1 and 0 (weights 2:1 and 1:0); from the TrafficMap watch
-  event that shows the new weights to the HTTPRoute watch event that shows them (the
-  publisher's share), and to the gateway's split following (the first request served by
-  worker-b after it came back, or the last one it served before it left), p50/p99 over
-  the trials. A request loop runs all the time (one request after another).
+  the TrafficMap's weights (2:1); for Envoy, with the binomial test's bounds;
+- change latency: worker-b's reporter toggles between 1 and 0 (weights 2:1 and 1:0): from
+  the TrafficMap watch event that shows the new weights to the HTTPRoute watch event that
+  shows them (the publisher's share), and to the gateway's split following (the first
+  request served by worker-b after it came back, or the last one it served before it
+  left); and end to end, from the reporter's change to that request. p50/p99 over the
+  trials. A request loop runs all the time (one request after another).
 
 Not a test: the figures depend on the machine. Usage: python bench/gateway_split/run.py
-[--requests 3000] [--trials 20]
+[--gateway traefik|contour|both] [--requests 3000] [--trials 20]
 """
 
 from __future__ import annotations
@@ -39,9 +42,11 @@ import yaml
 from aiohttp import web
 
 from ome_routing.core.report import format_rfc3339
+from ome_routing.demo.splits import acceptance, expected_split, split_is_plausible
 from ome_routing.devcluster import LocalControlPlane, ensure_tools
-from ome_routing.devcluster.gateway import LocalGateway
-from ome_routing.devcluster.gateway_tools import ensure_traefik
+from ome_routing.devcluster.gateway_base import SandboxedGateway
+from ome_routing.devcluster.gateway_contour import ContourGateway
+from ome_routing.devcluster.gateways import GATEWAY_NAMES, ensure_gateway_binaries, gateway_type
 from ome_routing.devcluster.processes import free_ports, identify, spawn, terminate
 
 ISVC, NAMESPACE = "chat", "bench"
@@ -85,13 +90,14 @@ def host_of(cluster: str) -> str:
     return f"{ISVC}.{NAMESPACE}.{cluster}.example.com"
 
 
-def values(gateway: LocalGateway, port: int) -> dict[str, Any]:
-    endpoint = {
+def values(gateway: SandboxedGateway, port: int) -> dict[str, Any]:
+    endpoint: dict[str, Any] = {
         "globalGateway": gateway.gateway_ref,
         "backendPort": port,
         "globalHostTemplate": "{{ .Name }}.{{ .Namespace }}.global.example.com",
-        "gatewayBackend": {"hostnameEndpointSlices": True},
     }
+    if gateway.needs_hostname_endpoint_slices:
+        endpoint["gatewayBackend"] = {"hostnameEndpointSlices": True}
     return {
         "ome": {
             "multicluster": {
@@ -219,7 +225,7 @@ class Traffic:
                 connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
 
 
-def window(gateway: LocalGateway, host: str, count: int) -> Counter[str]:
+def window(gateway: SandboxedGateway, host: str, count: int) -> Counter[str]:
     return Counter(
         body for status, body in (gateway.get(host) for _ in range(count)) if status == 200
     )
@@ -240,13 +246,31 @@ def wait(what: str, check: Any, timeout: float = 120.0) -> Any:
     raise SystemExit(f"gave up waiting for {what}")
 
 
+def gateway_follows(gateway: SandboxedGateway, host: str, weights: dict[str, int]) -> bool:
+    """The gateway serves `weights`: Envoy's route table says so, or Traefik's round robin
+    gives a window split exactly so."""
+    if isinstance(gateway, ContourGateway):
+        served = gateway.served_weights(host) or {}
+        return sorted(w for w in served.values() if w) == sorted(w for w in weights.values() if w)
+    probe = 10 * sum(weights.values())
+    return dict(window(gateway, host, probe)) == expected_split(weights, probe)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--gateway", choices=[*GATEWAY_NAMES, "both"], default="both")
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--trials", type=int, default=20)
     args = parser.parse_args()
-    ensure_traefik(progress=lambda m: print(f"[tools] {m}", file=sys.stderr))
-    work = Path(tempfile.mkdtemp(prefix="gateway-split-"))
+    kinds = list(GATEWAY_NAMES) if args.gateway == "both" else [args.gateway]
+    results = {kind: measure(kind, args) for kind in kinds}
+    report(results, args)
+
+
+def measure(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    ensure_gateway_binaries(kind, progress=lambda m: print(f"[tools] {m}", file=sys.stderr))
+    print(f"measuring {kind} ...", file=sys.stderr)
+    work = Path(tempfile.mkdtemp(prefix=f"gateway-split-{kind}-"))
     (port,) = free_ports(1)
     prefix = f"127.{random.randrange(100, 250)}.{random.randrange(1, 255)}"
     homes = {
@@ -257,9 +281,10 @@ def main() -> None:
     threading.Thread(target=loop.run_forever, daemon=True).start()
     for home in homes.values():
         asyncio.run_coroutine_threadsafe(home.start(), loop).result()
+    names = {host_of(c): h.address for c, h in homes.items()}
     with (
         LocalControlPlane(work / "plane", ensure_tools(), gateway_api=True) as plane,
-        LocalGateway(plane, {host_of(c): h.address for c, h in homes.items()}) as gateway,
+        gateway_type(kind)(plane, names) as gateway,
     ):
         setup_service(plane, port)
         config = work / "values.yaml"
@@ -284,18 +309,21 @@ def main() -> None:
         )
         child = spawn("controller", argv, work / "controller.log", outlive_parent=False)
         try:
-            run(plane, gateway, homes, args)
+            return run(plane, gateway, homes, args)
         finally:
             terminate(identify("controller", child), grace=10, child=child)
-    loop.call_soon_threadsafe(loop.stop)
+            for home in homes.values():
+                if home.runner is not None:
+                    asyncio.run_coroutine_threadsafe(home.runner.cleanup(), loop).result()
+            loop.call_soon_threadsafe(loop.stop)
 
 
 def run(
     plane: LocalControlPlane,
-    gateway: LocalGateway,
+    gateway: SandboxedGateway,
     homes: dict[str, Home],
     args: argparse.Namespace,
-) -> None:
+) -> dict[str, Any]:
     host = f"{ISVC}.{NAMESPACE}.global.example.com"
     # `kubectl get -w` of an object that does not exist yet exits: wait for both first.
     for kind, name in (("trafficmap", ISVC), ("httproute", f"{ISVC}-global")):
@@ -303,47 +331,78 @@ def run(
     tmaps = Watch(plane, "trafficmap", ISVC, map_weights)
     routes = Watch(plane, "httproute", f"{ISVC}-global", route_weights)
     wait("the route at 2:1", lambda: routes.events and routes.events[-1][1] == (2, 1))
-    wait("traffic", lambda: gateway.get(host)[0] == 200)
-    # Traefik applies a new route after its provider throttle: wait until it serves 2:1.
-    wait(
-        "the gateway at 2:1", lambda: window(gateway, host, 30) == {"worker-a": 20, "worker-b": 10}
-    )
+    # A gateway applies a new route a moment later (Traefik after its provider throttle):
+    # wait until it serves 2:1.
+    weights = {"worker-a": 2, "worker-b": 1}
+    wait("the gateway at 2:1", lambda: gateway_follows(gateway, host, weights))
     answers = [gateway.get(host) for _ in range(args.requests)]
     counts = Counter(body for status, body in answers if status == 200)
-    print(f"split over {args.requests} requests, weights worker-a 2, worker-b 1:")
-    for cluster in CLUSTERS:
-        print(
-            f"  {cluster}: {counts[cluster]} ({counts[cluster] / args.requests:.4f}; "
-            f"weight share {(2 if cluster == 'worker-a' else 1) / 3:.4f})"
-        )
-    print(f"  other answers: {args.requests - sum(counts[c] for c in CLUSTERS)}")
 
     traffic = Traffic(gateway.port, host)
     to_route: list[float] = []
     to_split: list[float] = []
+    end_to_end: list[float] = []
     for trial in range(args.trials):
-        route_share, split_share = one_trial(trial % 2 == 0, homes, tmaps, routes, traffic)
+        route_share, split_share, whole = one_trial(trial % 2 == 0, homes, tmaps, routes, traffic)
         to_route.append(route_share)
         to_split.append(split_share)
+        end_to_end.append(whole)
         time.sleep(0.5)
     traffic.running = False
-    print(f"change latency over {args.trials} trials (worker-b 1 -> 0 -> 1 ...):")
-    for name, values_ in (
-        ("TrafficMap write -> HTTPRoute write", to_route),
-        ("TrafficMap write -> gateway split follows", to_split),
+    return {
+        "counts": counts,
+        "map -> route": to_route,
+        "map -> split": to_split,
+        "reporter -> split": end_to_end,
+        "loop": len(traffic.log),
+    }
+
+
+def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
+    kinds = list(results)
+    n = args.requests
+    lo, hi = acceptance(n, 2 / 3)
+    print(f"split over {n} requests, weights worker-a 2, worker-b 1:")
+    print(f"  {'':<28}" + "".join(f"{kind:>24}" for kind in kinds))
+    for cluster in CLUSTERS:
+        cells = [
+            f"{r['counts'][cluster]} ({r['counts'][cluster] / n:.4f})" for r in results.values()
+        ]
+        print(f"  {cluster:<28}" + "".join(f"{cell:>24}" for cell in cells))
+    other = [str(n - sum(r["counts"][c] for c in CLUSTERS)) for r in results.values()]
+    print(f"  {'other answers':<28}" + "".join(f"{cell:>24}" for cell in other))
+    verdicts = []
+    for kind, r in results.items():
+        counts = {c: r["counts"][c] for c in CLUSTERS if r["counts"][c]}
+        if kind == "traefik":
+            exact = counts == expected_split({"worker-a": 2, "worker-b": 1}, n)
+            verdicts.append("exactly 2:1" if exact else "NOT 2:1")
+        else:
+            plausible = split_is_plausible(counts, {"worker-a": 2, "worker-b": 1})
+            verdicts.append(f"{lo}..{hi}: {'pass' if plausible else 'FAIL'}")
+    print(f"  {'check':<28}" + "".join(f"{cell:>24}" for cell in verdicts))
+    print(f"change latency over {args.trials} trials (worker-b 1 -> 0 -> 1 ...), p50 / p99 ms:")
+    for name, label in (
+        ("map -> route", "TrafficMap -> HTTPRoute"),
+        ("map -> split", "TrafficMap -> gateway"),
+        ("reporter -> split", "reporter -> gateway"),
     ):
-        print(
-            f"  {name}: p50 {percentile(values_, 0.5) * 1000:.0f} ms, "
-            f"p99 {percentile(values_, 0.99) * 1000:.0f} ms, "
-            f"mean {statistics.mean(values_) * 1000:.0f} ms"
-        )
-    print(f"requests in the loop: {len(traffic.log)}")
+        cells = [
+            f"{percentile(r[name], 0.5) * 1000:.0f} / {percentile(r[name], 0.99) * 1000:.0f}"
+            for r in results.values()
+        ]
+        print(f"  {label:<28}" + "".join(f"{cell:>24}" for cell in cells))
+    means = [f"{statistics.mean(r['reporter -> split']) * 1000:.0f}" for r in results.values()]
+    print(f"  {'reporter -> gateway (mean)':<28}" + "".join(f"{cell:>24}" for cell in means))
+    loops = [str(r["loop"]) for r in results.values()]
+    print(f"  {'requests in the loop':<28}" + "".join(f"{cell:>24}" for cell in loops))
 
 
 def one_trial(
     leaving: bool, homes: dict[str, Home], tmaps: Watch, routes: Watch, traffic: Traffic
-) -> tuple[float, float]:
-    """worker-b leaves (or comes back): (map write -> route write, map write -> split)."""
+) -> tuple[float, float, float]:
+    """worker-b leaves (or comes back): (map write -> route write, map write -> split,
+    reporter change -> split)."""
     target = (1, 0) if leaving else (2, 1)  # the map reduces 2:0 to 1:0
     changed = time.monotonic()
     homes["worker-b"].servable = 0 if leaving else 1
@@ -354,12 +413,12 @@ def one_trial(
         # none for a second, then find that request.
         wait("worker-b to leave", lambda: _quiet(traffic, "worker-b", 1.0))
         last = max(t for t, body in traffic.log if body == "worker-b")
-        return routed - written, max(0.0, last - written)
+        return routed - written, max(0.0, last - written), max(0.0, last - changed)
     first: float = wait(
         "worker-b to come back",
         lambda: next((t for t, body in traffic.log if t >= written and body == "worker-b"), None),
     )
-    return routed - written, first - written
+    return routed - written, first - written, first - changed
 
 
 def _quiet(traffic: Traffic, cluster: str, seconds: float) -> bool:

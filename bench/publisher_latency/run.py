@@ -6,10 +6,13 @@ each on a route. Each trial changes one service's ready replicas, so that routin
 new weights into its TrafficMap; one watch on TrafficMaps and one on HTTPRoutes (same
 process, same clock) time the map's write and the route's write that carries the same
 weights. Reported: p50 and p99 of route write minus map write, and of route write minus
-the placement change.
+the placement change, for the backends each local gateway needs: OME's default
+ExternalName Services (Contour) and our hostname EndpointSlices (Traefik), each on a
+control plane of its own, side by side. No gateway runs: this is the publisher's share
+(`bench/gateway_split` measures the gateways).
 
 Not a test: the figures depend on the machine. Usage: python bench/publisher_latency/run.py
-[--services 20] [--trials 60] [--hostname-endpointslices]
+[--services 20] [--trials 60] [--gateway contour|traefik|both]
 """
 
 from __future__ import annotations
@@ -29,9 +32,6 @@ from typing import Any
 import yaml
 from lightkube import AsyncClient, KubeConfig
 from lightkube.types import PatchType
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "e2e"))
-from gatewayapi_crds import install_gateway_api
 
 from ome_routing.devcluster import LocalControlPlane, ensure_tools
 from ome_routing.kube.publishing import HTTPRoute
@@ -96,8 +96,9 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def run(plane: LocalControlPlane, services: int, trials: int, hostname_slices: bool) -> None:
-    install_gateway_api(plane)
+async def run(
+    plane: LocalControlPlane, services: int, trials: int, hostname_slices: bool
+) -> dict[str, Any]:
     plane.kubectl("create", "namespace", NAMESPACE)
     client = AsyncClient(
         KubeConfig.from_file(plane.kubeconfig), trust_env=False, field_manager="bench"
@@ -187,7 +188,7 @@ async def run(plane: LocalControlPlane, services: int, trials: int, hostname_sli
                 "p99": round(pct(to_route, 0.99) * 1000, 1),
             },
         }
-        print(json.dumps(report, indent=2))
+        return report
     finally:
         for task in watchers:
             task.cancel()
@@ -200,11 +201,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--services", type=int, default=20)
     parser.add_argument("--trials", type=int, default=60)
-    parser.add_argument("--hostname-endpointslices", action="store_true")
+    parser.add_argument(
+        "--gateway",
+        choices=["contour", "traefik", "both"],
+        default="both",
+        help="the backends of contour (ExternalName) or traefik (hostname EndpointSlices)",
+    )
     args = parser.parse_args()
     tools = ensure_tools(progress=log)
-    with LocalControlPlane(tools=tools) as plane:
-        asyncio.run(run(plane, args.services, args.trials, args.hostname_endpointslices))
+    kinds = ["contour", "traefik"] if args.gateway == "both" else [args.gateway]
+    reports = {}
+    for kind in kinds:
+        log(
+            f"{kind}: the publisher writing {'hostname EndpointSlices' if kind == 'traefik' else 'ExternalName Services'}"
+        )
+        with LocalControlPlane(tools=tools, gateway_api=True) as plane:
+            reports[kind] = asyncio.run(
+                run(plane, args.services, args.trials, hostname_slices=kind == "traefik")
+            )
+    print(json.dumps(reports, indent=2))
+    print(
+        f"{'ms, p50 / p99':<36}"
+        + "".join(f"{kind + ' (' + r['mode'] + ')':>36}" for kind, r in reports.items())
+    )
+    for field, label in (
+        ("map_write_to_route_write_ms", "TrafficMap write -> HTTPRoute write"),
+        ("placement_change_to_route_write_ms", "placement change -> HTTPRoute write"),
+    ):
+        cells = [f"{r[field]['p50']} / {r[field]['p99']}" for r in reports.values()]
+        print(f"{label:<36}" + "".join(f"{cell:>36}" for cell in cells))
 
 
 if __name__ == "__main__":

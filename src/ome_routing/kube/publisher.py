@@ -22,7 +22,15 @@ writes):
 
 A terminal failure (owner, options, plan, a foreign object or hostname) is recorded
 and waits for a change or the resync (`routing.publisher.resyncInterval`); a transient
-one (a failed read or write) is retried with a capped backoff. Every failure is
+one (a failed read or write) is retried with a capped backoff. A map whose publication
+(`core.publication.Publication`: the route, its weights, its backends) is the one its
+last reconcile applied without error is not read or written again on every event:
+the checks that need no API call run, but the preflight and the apply are skipped, so the
+events that change nothing published (the echo of the publisher's own status write, the
+routing controller's status write, an InferenceService's placement status) cost no round
+trip and do not hold up a map whose weights did change. The resync forgets what was
+applied, so every map is read and repaired then (our choice; OME reads again on every
+event). Every failure is
 logged as `TrafficMap publisher reconciliation failed`, with the real error; the
 condition carries OME's generic message.
 
@@ -120,6 +128,8 @@ class Publisher:
         self._maps: Informer | None = None
         self._isvcs: Informer | None = None
         self._claims = ClaimIndex(BUILTIN_PUBLISHER)
+        #: per map, the publication its last reconcile applied without error
+        self._applied: dict[ObjectKey, Publication] = {}
         self.synced = asyncio.Event()
 
     def _listen(self, caches: SharedCaches) -> None:
@@ -167,6 +177,7 @@ class Publisher:
         while True:
             await asyncio.sleep(interval)
             assert self._maps is not None
+            self._applied.clear()  # the resync reads and repairs every map
             for key in list(self._maps.cache):
                 self._queue.add(key)
 
@@ -180,8 +191,10 @@ class Publisher:
             except asyncio.CancelledError:
                 raise
             except _Conflict:
+                self._applied.pop(key, None)
                 self._queue.add_after(key, 0.05)
             except Exception as err:  # one map must not stop the others
+                self._applied.pop(key, None)
                 attempt = self._retries.get(key, 0)
                 self._retries[key] = attempt + 1
                 delay = min(_RETRY_START * 2**attempt, _RETRY_MAX)
@@ -199,6 +212,7 @@ class Publisher:
     async def reconcile(self, key: ObjectKey) -> None:
         assert self._maps is not None and self._isvcs is not None
         tmap = self._maps.cache.get(key)
+        applied = self._applied.pop(key, None)
         if tmap is None:
             self._metrics.forget_publication(*key)
             return
@@ -261,10 +275,12 @@ class Publisher:
             return
         tmap = await self._claim(key, tmap, plan)
         try:
-            if plan.publish:
-                await self._io.preflight(plan, source_key)
+            if plan.publish and plan == applied:
+                pass  # applied without error since: nothing to read or write (see above)
+            elif plan.publish:
+                seen = await self._io.preflight(plan, source_key)
                 await self._drain_stale(tmap, plan, source_key)
-                await self._io.apply(plan, source_key)
+                await self._io.apply(plan, source_key, seen)
             else:
                 await self._drain_stale(tmap, plan, source_key)
                 await self._io.withdraw_route(plan.route_namespace, plan.route_name, source_key)
@@ -273,6 +289,7 @@ class Publisher:
             await self._fail(key, tmap, err.reason, str(err), terminal=err.terminal)
             return
         if plan.publish:
+            self._applied[key] = plan
             ref = {
                 "group": GATEWAY_GROUP,
                 "kind": "HTTPRoute",
