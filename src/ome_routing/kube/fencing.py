@@ -3,7 +3,7 @@
 `FencedClient` is lightkube's `AsyncClient` whose requests pass a `WriteGate` on their
 way out. The gate sits in the client's `send`, the one call that every request of
 lightkube's goes through (create, replace, patch, apply, delete, deletecollection, list,
-watch, and a request built by hand such as `publishing.fenced_delete`), so no writer of
+watch, and a request built by hand such as `resources.fenced_delete`), so no writer of
 the process can go round it, and nothing has to remember to ask:
 
 - a write (any method but GET, HEAD and OPTIONS) is sent only while `gate.check_write`

@@ -33,7 +33,7 @@ from ome_routing.kube.resources import (
     ROUTING_STATUS_FIELD_OWNER,
     InferenceService,
     TrafficMap,
-    delete_with_preconditions,
+    fenced_delete,
 )
 from ome_routing.kube.watching import Informer, RawObject
 from ome_routing.metrics import RoutingMetrics
@@ -122,14 +122,12 @@ class MapWrites:
 
     async def delete(self, key: ServiceKey, tmap: RawObject) -> None:
         meta = tmap.get("metadata") or {}
-        version = str(meta.get("resourceVersion") or "")
+        uid, version = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        if not uid or not version:  # OME refuses an unconditional delete too
+            raise ValueError(f"reap TrafficMap {key[0]}/{key[1]}: UID or resourceVersion is empty")
         try:
-            await delete_with_preconditions(
-                self._client,
-                TrafficMap,
-                key,
-                uid=str(meta.get("uid") or ""),
-                resource_version=version,
+            await fenced_delete(
+                self._client, TrafficMap, key[0], key[1], uid=uid, resource_version=version
             )
         except ApiError as err:
             if err.status.code == 409:

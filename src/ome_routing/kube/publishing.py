@@ -63,6 +63,7 @@ from ome_routing.core.publication_objects import (
     tls_policy_body,
 )
 from ome_routing.core.publication_status import Reason
+from ome_routing.kube.resources import fenced_delete as fenced_delete
 
 HTTPRoute = create_namespaced_resource(GATEWAY_GROUP, "v1", "HTTPRoute", "httproutes")
 BackendTLSPolicy = create_namespaced_resource(
@@ -449,33 +450,6 @@ class Publishing:
     async def delete_source_objects(self, namespace: str, source: SourceKey) -> None:
         """Every slice, policy and Service published for the service in one namespace."""
         await self._prune(namespace, source, ())
-
-
-async def fenced_delete(
-    client: AsyncClient,
-    resource: Any,
-    namespace: str,
-    name: str,
-    *,
-    uid: str,
-    resource_version: str,
-) -> None:
-    """DELETE with `preconditions` (lightkube's `delete` sends no DeleteOptions body).
-
-    Raises `ApiError` as `AsyncClient.delete` does: 404 when the object is gone, 409 when
-    its UID or resourceVersion is no longer the one given.
-    """
-    preconditions = {"uid": uid, "resourceVersion": resource_version}
-    options = {
-        "apiVersion": "v1",
-        "kind": "DeleteOptions",
-        "preconditions": {k: v for k, v in preconditions.items() if v},
-    }
-    generic = client._client  # lightkube's request builder: the path, auth and errors
-    request = generic.prepare_request("delete", resource, name=name, namespace=namespace)
-    request.data = options
-    response = await generic.send(generic.build_adapter_request(request))  # type: ignore[no-untyped-call]
-    generic.handle_response("delete", response, request)
 
 
 def _subset(desired: Any, actual: Any) -> bool:

@@ -1,5 +1,6 @@
 """The custom resources routing reads and writes, as lightkube generic resources, and
-the one write lightkube has no call for: a delete with preconditions."""
+the one write lightkube has no call for: a delete with preconditions (`fenced_delete`),
+which the routing controller and the publisher both send."""
 
 from __future__ import annotations
 
@@ -25,23 +26,29 @@ FIELD_MANAGER = "ome-routing"
 ROUTING_STATUS_FIELD_OWNER = "ome-trafficmap-routing"
 
 
-async def delete_with_preconditions(
-    client: AsyncClient, resource: Any, key: tuple[str, str], *, uid: str, resource_version: str
+async def fenced_delete(
+    client: AsyncClient,
+    resource: Any,
+    namespace: str,
+    name: str,
+    *,
+    uid: str,
+    resource_version: str,
 ) -> None:
-    """Delete `key` only while it is still at `uid` and `resource_version` (else 409).
+    """DELETE with `preconditions` (lightkube's `delete` sends no DeleteOptions body, and
+    preconditions travel only there), built with lightkube's own request builder.
 
-    lightkube's `delete` sends no body, and preconditions travel only in the body's
-    DeleteOptions, so the request is built with lightkube's own request builder.
+    Raises `ApiError` as `AsyncClient.delete` does: 404 when the object is gone, 409 when
+    its UID or resourceVersion is no longer the one given.
     """
-    namespace, name = key
-    if not uid or not resource_version:
-        raise ValueError(f"delete {namespace}/{name}: a UID and a resourceVersion are required")
-    inner = client._client
-    request = inner.prepare_request("delete", res=resource, name=name, namespace=namespace)
-    request.data = {
+    preconditions = {"uid": uid, "resourceVersion": resource_version}
+    options = {
         "apiVersion": "v1",
         "kind": "DeleteOptions",
-        "preconditions": {"uid": uid, "resourceVersion": resource_version},
+        "preconditions": {k: v for k, v in preconditions.items() if v},
     }
-    response = await inner.send(inner.build_adapter_request(request))  # type: ignore[no-untyped-call]
-    inner.handle_response("delete", response, request)
+    generic = client._client  # lightkube's request builder: the path, auth and errors
+    request = generic.prepare_request("delete", resource, name=name, namespace=namespace)
+    request.data = options
+    response = await generic.send(generic.build_adapter_request(request))  # type: ignore[no-untyped-call]
+    generic.handle_response("delete", response, request)
