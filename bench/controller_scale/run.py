@@ -123,8 +123,8 @@ def reported(tmap: Any) -> int:
 
 def last_writer(obj: Any) -> str:
     """Who made a watch event's change: the field manager of the newest `managedFields`
-    entry (the routing controller's `ome-routing`, the publisher's
-    `ome-routing-publisher`), with its subresource."""
+    entry (the routing controller's `ome-routing` for the spec and `ome-trafficmap-routing`
+    for its status, the publisher's `ome-trafficmap-publisher`), with its subresource."""
     entries = (obj.get("metadata") or {}).get("managedFields") or []
     if not entries:
         return "unknown"
