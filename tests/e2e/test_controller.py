@@ -191,7 +191,7 @@ async def test_the_specs_steps_2_and_3_and_turning_the_poll_off(
         applied = await kubectl(control_plane, "apply", "-f", str(EXAMPLES / "isvc.yaml"))
         assert applied.stdout == "inferenceservice.ome.io/qwen3-0-6b created\n"
         await place(control_plane, name, namespace, {c: r.url for c, r in reporters.items()})
-        await scene.start(EXAMPLES / "values.yaml")
+        process = await scene.start(EXAMPLES / "values.yaml")
 
         expected = (
             "FALLBACK   REASON                      MESSAGE\n"
@@ -216,6 +216,14 @@ async def test_the_specs_steps_2_and_3_and_turning_the_poll_off(
             ("True", "Routable", "2 home(s) serving"),
             ("False", "NoOverrides", "no traffic-drain annotation override is configured"),
         ]
+        # OME's log lines: what the manager sets up, and each spec it writes
+        for line in (
+            "Setting up multi-cluster TrafficMap publisher",
+            "Setting up multi-cluster TrafficMap routing controller",
+            'trafficmap generated\t{"homes": 2, "isvc": "qwen3-0-6b/qwen3-0-6b", "mode": "All", '
+            '"op": "created"}',
+        ):
+            assert line in process.log, line
 
         # Turn the poll off for this service, whatever the chart sets.
         isvc = yaml.safe_load((EXAMPLES / "isvc.yaml").read_text())

@@ -39,6 +39,8 @@ from ome_routing.core.config import (
     config_from_multicluster,
     config_from_values,
 )
+from ome_routing.core.endpoint import BUILTIN_PUBLISHER
+from ome_routing.core.report import FORMAT_REPORT
 from ome_routing.kube.caches import SharedCaches
 from ome_routing.kube.controller import Controller
 from ome_routing.kube.fencing import FencedClient
@@ -229,6 +231,20 @@ async def _serve(options: dict[str, Any]) -> int:
         log.info(
             "multi-cluster routing is off; set ome.multicluster.enabled, role control-plane and "
             "config.routing.enabled to turn it on"
+        )
+    if control_plane:
+        # OME's manager says what it sets up, with what this build carries
+        log.info(
+            "Setting up multi-cluster TrafficMap publisher",
+            extra={
+                "publisher": BUILTIN_PUBLISHER,
+                "active": True,
+                "availableTrafficMapPublishers": [BUILTIN_PUBLISHER],
+            },
+        )
+        log.info(
+            "Setting up multi-cluster TrafficMap routing controller",
+            extra={"enabled": config.routing_enabled, "capacityFormats": [FORMAT_REPORT]},
         )
     fenced: AsyncClient | None = None
     if not control_plane:
