@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.suite_hooks import Progress, register
@@ -31,6 +32,17 @@ from ome_routing.devcluster.node_tools import ensure_node_tools
 NODE_DIR = Path(__file__).parent
 REPO = NODE_DIR.parents[1]
 sys.path.insert(0, str(NODE_DIR))
+
+from scene import (  # noqa: E402
+    CONTROLLER_CHART,
+    CONTROLLER_NAMESPACE,
+    CONTROLLER_RELEASE,
+    REPORTER_NAMESPACE,
+    REPORTER_RELEASE,
+    helm,
+    install_reporter,
+    values_file,
+)
 
 IS_ROOT = os.geteuid() == 0
 ASKED = os.environ.get("OME_ROUTING_NODE_TESTS") == "1"
@@ -92,3 +104,42 @@ def namespace(plane: LocalControlPlane) -> Iterator[str]:
         yield name
     finally:
         plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+Install = Callable[..., None]
+
+
+@pytest.fixture(scope="session")
+def crds(plane: LocalControlPlane) -> None:
+    """The chart's CRDs, owned by the release every test installs (kept on uninstall)."""
+    helm(plane, "install", CONTROLLER_RELEASE, str(CONTROLLER_CHART), "-n", CONTROLLER_NAMESPACE,
+         "--create-namespace")  # fmt: skip
+    helm(plane, "uninstall", CONTROLLER_RELEASE, "-n", CONTROLLER_NAMESPACE, "--wait")
+
+
+@pytest.fixture(scope="session")
+def reporter(plane: LocalControlPlane, crds: None) -> Iterator[str]:
+    url = install_reporter(plane)
+    try:
+        yield url
+    finally:
+        helm(plane, "uninstall", REPORTER_RELEASE, "-n", REPORTER_NAMESPACE, "--wait")
+
+
+@pytest.fixture
+def install(plane: LocalControlPlane, crds: None, tmp_path: Path) -> Iterator[Install]:
+    """`install(values)`: the controller chart as release `ome` in ome-system, uninstalled
+    after the test."""
+    installed: list[bool] = []
+
+    def run(values: dict[str, Any] | None = None, *, verb: str = "install") -> None:
+        args = ["-f", values_file(tmp_path, values, f"{verb}.yaml")] if values else []
+        helm(plane, verb, CONTROLLER_RELEASE, str(CONTROLLER_CHART), "-n", CONTROLLER_NAMESPACE,
+             "--create-namespace", "--wait", "--timeout=3m", *args)  # fmt: skip
+        installed.append(True)
+
+    try:
+        yield run
+    finally:
+        if installed:
+            helm(plane, "uninstall", CONTROLLER_RELEASE, "-n", CONTROLLER_NAMESPACE, "--wait")

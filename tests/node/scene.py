@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pods import CONTAINER_SECURITY, IMAGE, POD_SECURITY, get, wait_for
+from pods import get, wait_for
 
+from ome_routing.demo.nodescene import model_server, ready_command  # noqa: F401 (for the tests)
 from ome_routing.demo.scene import placement_status, workload_clusters_manifest
 from ome_routing.devcluster import LocalControlPlane
 
@@ -76,55 +77,6 @@ def routing_values(capacity: dict[str, Any] | None = None, **controller: Any) ->
     return values
 
 
-def model_server(home: str, service: str, replicas: int) -> str:
-    """The service's copy on `home` and its model-server Deployment (pods start not ready)."""
-    labels = {"app": f"{service}-engine", "ome.io/inferenceservice": service, "component": "engine"}
-    documents: list[dict[str, Any]] = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": home}},
-        {
-            "apiVersion": "ome.io/v1beta1",
-            "kind": "InferenceService",
-            "metadata": {"name": service, "namespace": home},
-            "spec": {"model": {"name": service}},
-        },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": f"{service}-engine", "namespace": home},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": labels["app"]}},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "securityContext": POD_SECURITY,
-                        "terminationGracePeriodSeconds": 2,
-                        "containers": [
-                            {
-                                "name": "ome-container",
-                                "image": IMAGE,
-                                "imagePullPolicy": "Never",
-                                "command": ["python3.11", "-m", "http.server", "8080"],
-                                "args": ["--directory", "/srv"],
-                                "ports": [{"name": "http", "containerPort": 8080}],
-                                "readinessProbe": {
-                                    "httpGet": {"path": "/ready", "port": "http"},
-                                    "periodSeconds": 1,
-                                    "failureThreshold": 1,
-                                },
-                                "securityContext": CONTAINER_SECURITY,
-                                "volumeMounts": [{"name": "srv", "mountPath": "/srv"}],
-                            }
-                        ],
-                        "volumes": [{"name": "srv", "emptyDir": {}}],
-                    },
-                },
-            },
-        },
-    ]
-    return yaml.safe_dump_all(documents)
-
-
 def engine_pods(plane: LocalControlPlane, home: str, service: str) -> list[dict[str, Any]]:
     pods = get(plane, "pods", "-n", home, "-l", f"app={service}-engine")["items"]
     return [p for p in pods if "deletionTimestamp" not in p["metadata"]]
@@ -136,8 +88,7 @@ def running(pod: dict[str, Any]) -> bool:
 
 
 def mark_ready(plane: LocalControlPlane, home: str, pod: str, ready: bool = True) -> None:
-    script = "open('/srv/ready', 'w')" if ready else "import os; os.remove('/srv/ready')"
-    plane.kubectl("exec", pod, "-n", home, "--", "python3.11", "-c", script)
+    plane.kubectl("exec", pod, "-n", home, "--", *ready_command(ready))
 
 
 def serve_ready(plane: LocalControlPlane, home: str, service: str, count: int) -> list[str]:

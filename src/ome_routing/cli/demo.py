@@ -44,7 +44,14 @@ _PACKAGE_REPO = Path(__file__).resolve().parents[3]
     "ExternalName backends; Envoy draws each request, so the split is checked by a "
     "binomial test).",
 )
-def demo(keep: bool, kubernetes_reporter: bool, traffic: bool, gateway: str) -> None:
+@click.option(
+    "--node",
+    is_flag=True,
+    help="Run it on a real node (`dev up --node`; as root): the controller and the capacity "
+    "reporter installed by helm as pods of the image `make image` builds, the homes' model "
+    "servers pods with readiness probes.",
+)
+def demo(keep: bool, kubernetes_reporter: bool, traffic: bool, gateway: str, node: bool) -> None:
     """Run capacity polling end to end on a local control plane, and check the outputs.
 
     Starts etcd and kube-apiserver on 127.0.0.1 (the first run builds them), registers the
@@ -64,6 +71,8 @@ def demo(keep: bool, kubernetes_reporter: bool, traffic: bool, gateway: str) -> 
     Exits 0 when every output matches, 1 when one differs or a step fails, 130 on Ctrl-C.
     Everything it started is stopped before it exits.
     """
+    if node:
+        _node_demo(keep, kubernetes_reporter or traffic)
     if kubernetes_reporter and traffic:
         raise click.UsageError("--kubernetes-reporter and --traffic can't be combined")
     if gateway != "traefik" and not traffic:
@@ -84,3 +93,11 @@ def demo(keep: bool, kubernetes_reporter: bool, traffic: bool, gateway: str) -> 
         click.echo("\ninterrupted; everything the demo started is stopped", err=True)
         sys.exit(130)
     sys.exit(0 if ok else 1)
+
+
+def _node_demo(keep: bool, other_modes: bool) -> None:
+    from ome_routing.cli.demo_node import node_demo
+
+    if other_modes:
+        raise click.UsageError("--node can't be combined with --kubernetes-reporter or --traffic")
+    node_demo(find_repo([Path.cwd(), _PACKAGE_REPO]), keep)

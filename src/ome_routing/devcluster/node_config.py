@@ -45,7 +45,9 @@ class NodeLayout:
 
     @property
     def kubelet_root(self) -> Path:
-        return self.dir / "kubelet"
+        """The kubelet's usual root inside the sandbox, whose /var is the node's own (the
+        kubelet makes unix sockets there, whose paths must be short)."""
+        return Path("/var/lib/kubelet")
 
     @property
     def kube_proxy_config(self) -> Path:
