@@ -3,14 +3,15 @@
 - `create`: a new map, controlled by its service (409 when the cache had not seen one).
 - `patch_spec`: a merge patch of the spec carrying the map's resourceVersion.
 - `status`: OME's server-side apply of `sourceUID` and the routing conditions, field owner
-  `ome-trafficmap-routing`, carrying the map's resourceVersion; only when they changed.
+  `ome-trafficmap-routing`, carrying the map's resourceVersion; only when they changed,
+  and on a conflict merged into the map read again (as OME's `RetryOnConflict`).
 - `delete`: with OME's preconditions on the map's UID and resourceVersion.
 - `fence_plan`: OME's fence before a spec with a plan ID is written: the InferenceService
   as the API server holds it now must be the one the spec was computed from.
 
-Every write that meets a newer map (409) or none (404) raises `Conflict`, for the
-controller to read the map again and reconcile from it; a write never retries on its
-own, so a write computed from an old view is never sent again on a newer one. Each
+Every other write that meets a newer map (409) or none (404) raises `Conflict`, for the
+controller to read the map again and reconcile from it: a spec computed from an old view
+is never sent again on a newer one. Each
 write that lands goes into the shared cache at once (`Informer.remember`).
 
 Errors: `Conflict`, `StaleSnapshot` (`placement source or plan changed`), and lightkube's
@@ -39,6 +40,8 @@ from ome_routing.kube.watching import Informer, RawObject
 from ome_routing.metrics import RoutingMetrics
 
 ServiceKey = tuple[str, str]
+#: client-go's `retry.DefaultRetry`: five tries of a write that met a conflict
+STATUS_TRIES = 5
 
 
 class Conflict(Exception):
@@ -102,14 +105,17 @@ class MapWrites:
     async def status(
         self, key: ServiceKey, tmap: RawObject, uid: str, conditions: list[Any]
     ) -> None:
-        old = tmap.get("status") or {}
-        status = reconcile.desired_status(tmap, uid, conditions, self._clock())
-        if status == old:
-            return
-        # the publisher's condition and journal have their own field owner, and stay
-        await self._send(
-            "status",
-            self._client.patch(
+        """Apply the routing status where it changed. A conflict reads the map again and
+        applies the status merged into what it read, as OME's `RetryOnConflict` does (five
+        tries), so that a spec just written is not left with the old conditions because
+        the publisher wrote its own status in between."""
+        for attempt in range(STATUS_TRIES):
+            old = tmap.get("status") or {}
+            status = reconcile.desired_status(tmap, uid, conditions, self._clock())
+            if status == old:
+                return
+            # the publisher's condition and journal have their own field owner, and stay
+            write = self._client.patch(
                 TrafficMap.Status,
                 key[1],
                 reconcile.status_apply(tmap, status),
@@ -117,8 +123,16 @@ class MapWrites:
                 patch_type=PatchType.APPLY,
                 field_manager=ROUTING_STATUS_FIELD_OWNER,
                 force=True,
-            ),
-        )
+            )
+            try:
+                await self._send("status", write)
+                return
+            except Conflict:
+                live = await self.read_live(TrafficMap, key) if attempt + 1 < STATUS_TRIES else None
+                if live is None:
+                    raise
+                self._maps.remember(live)
+                tmap = live
 
     async def delete(self, key: ServiceKey, tmap: RawObject) -> None:
         meta = tmap.get("metadata") or {}
