@@ -1,0 +1,171 @@
+"""The controller chart's default `resources` at work: the pod keeps 1,000 homes' maps (500
+services on 2 homes each, every home polled every 5 s) at the chart's default memory limit
+on the node without being OOM-killed, and its memory is measured before and after (the
+figures in the chart's README come from here: run with `-s` to see them)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import yaml
+from conftest import Install
+from pods import get, wait_for
+from scene import CONTROLLER_NAMESPACE, FAST_POLL, routing_values
+from test_charts import SELECTOR
+
+from ome_routing.demo.scene import placement_status, workload_clusters_manifest
+from ome_routing.devcluster import LocalControlPlane
+
+NAMESPACE = "sized"
+#: The fast poll at a period of 5 s, so that 1,000 homes keep two cores busy but not full.
+POLL = {**FAST_POLL, "period": "5s", "timeout": "2s", "maxAge": "30s"}
+
+SERVICES = 500
+HOMES = ("worker-a", "worker-b")  # each service placed on both: 2 x SERVICES homes
+
+
+def home_copies(services: list[str]) -> str:
+    """Each service's copy on each home, with no pod: the reporter answers 0 for it."""
+    documents: list[dict[str, Any]] = []
+    for home in HOMES:
+        documents.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": home}})
+        documents += [
+            {
+                "apiVersion": "ome.io/v1beta1",
+                "kind": "InferenceService",
+                "metadata": {"name": name, "namespace": home, "labels": {"sized": "true"}},
+                "spec": {"model": {"name": name}},
+            }
+            for name in services
+        ]
+    return yaml.safe_dump_all(documents)
+
+
+MEMORY = (
+    "status = dict(l.split(':', 1) for l in open('/proc/1/status').read().splitlines())\n"
+    "peak = open('/sys/fs/cgroup/memory/memory.max_usage_in_bytes').read().strip()\n"
+    "print(status['VmRSS'].split()[0], status['VmHWM'].split()[0], peak)\n"
+)
+
+
+def process_memory(plane: LocalControlPlane, pod: str) -> tuple[float, float, float]:
+    """The controller process's resident and peak resident set, and its cgroup's peak
+    usage, in MiB, read inside the container."""
+    shown = plane.kubectl("exec", pod, "-n", CONTROLLER_NAMESPACE, "--", "python3.11", "-c", MEMORY)
+    rss, hwm, peak = shown.stdout.split()
+    return int(rss) / 1024, int(hwm) / 1024, int(peak) / 2**20
+
+
+def working_set(plane: LocalControlPlane, pod: str) -> int:
+    """The container's working set in bytes, from the kubelet's summary API."""
+    raw = plane.kubectl("get", "--raw", "/api/v1/nodes/local-node/proxy/stats/summary").stdout
+    for entry in json.loads(raw)["pods"]:
+        if entry["podRef"]["name"] == pod:
+            memory = entry["containers"][0].get("memory", {})
+            return int(memory.get("workingSetBytes", 0))
+    return 0
+
+
+def services_manifest(services: list[str]) -> str:
+    """The control plane's InferenceServices, each placed on both homes."""
+    affinity = [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(HOMES)}]}
+    ]
+    return yaml.safe_dump_all(
+        {
+            "apiVersion": "ome.io/v1beta1",
+            "kind": "InferenceService",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {
+                "model": {"name": name},
+                "runtime": {"name": "srt"},
+                "engine": {"minReplicas": 2, "maxReplicas": 2},
+                "placement": {
+                    "policy": "ClusterAffinity",
+                    "mode": "All",
+                    "clusterAffinity": affinity,
+                },
+            },
+        }
+        for name in services
+    )
+
+
+@pytest.fixture
+def cleaned(plane: LocalControlPlane) -> Iterator[None]:
+    """The test's 1,500 InferenceServices and 500 maps gone afterwards, so that no later
+    test's controller reconciles them."""
+    try:
+        yield
+    finally:
+        for home in HOMES:
+            plane.kubectl(
+                "delete",
+                "inferenceservices",
+                "-n",
+                home,
+                "-l",
+                "sized=true",
+                check=False,
+                timeout=300,
+            )
+        plane.kubectl("delete", "namespace", NAMESPACE, "--timeout=300s", check=False, timeout=320)
+
+
+@pytest.mark.timeout(1500)
+def test_the_default_memory_limit_holds_1000_homes_without_an_oom_kill(
+    plane: LocalControlPlane, install: Install, reporter: str, cleaned: None
+) -> None:
+    services = [f"sized-{i:03d}" for i in range(SERVICES)]
+    plane.kubectl("apply", "-f", "-", input=home_copies(services))
+    plane.kubectl("apply", "-f", "-", input=workload_clusters_manifest(list(HOMES)))
+    plane.kubectl("create", "namespace", NAMESPACE)
+    install(routing_values(POLL))  # the chart's default resources
+    (pod,) = wait_for("the controller pod", lambda: [
+        p["metadata"]["name"] for p in get(plane, "pods", "-n", CONTROLLER_NAMESPACE, "-l", SELECTOR)["items"]
+    ])  # fmt: skip
+    resting = wait_for("a memory reading", lambda: working_set(plane, pod))
+    resting_process = process_memory(plane, pod)
+    plane.kubectl("apply", "-f", "-", input=services_manifest(services))
+
+    def placed(name: str) -> None:
+        status = placement_status({h: f"{reporter}/{h}/{name}/" for h in HOMES})
+        plane.kubectl(
+            "patch", "inferenceservice", name, "-n", NAMESPACE, "--subresource=status",
+            "--type=merge", "-p", json.dumps(status),
+        )  # fmt: skip
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(placed, services))
+
+    def ceilings() -> int:
+        maps = get(plane, "trafficmaps", "-n", NAMESPACE)["items"]
+        return sum(
+            1
+            for m in maps
+            for e in m.get("spec", {}).get("entries") or []
+            if (e.get("capacity") or {}).get("reported") == 0
+        )
+
+    homes = len(HOMES) * SERVICES
+    wait_for(f"{homes} ceilings", lambda: ceilings() == homes, timeout=900, interval=5)
+    loaded = 0
+    for _ in range(6):  # the kubelet's figures are refreshed every 10-15 s
+        loaded = max(loaded, working_set(plane, pod))
+        time.sleep(5)
+    loaded_process = process_memory(plane, pod)
+    status = get(plane, "pod", pod, "-n", CONTROLLER_NAMESPACE)["status"]["containerStatuses"][0]
+    print(
+        f"controller working set: {resting / 2**20:.1f} MiB resting, "
+        f"{loaded / 2**20:.1f} MiB with {homes} homes polled every 5s; "
+        "process RSS, peak RSS, cgroup peak (MiB): "
+        f"resting {' '.join(f'{v:.1f}' for v in resting_process)}, "
+        f"loaded {' '.join(f'{v:.1f}' for v in loaded_process)}"
+    )
+    assert status["restartCount"] == 0, status
+    assert not status.get("lastState"), status
