@@ -38,17 +38,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 from ome_routing.devcluster import processes
-from ome_routing.devcluster.controlplane import ControlPlaneError, LocalControlPlane, _PortTaken
+from ome_routing.devcluster.controlplane import ControlPlaneError, LocalControlPlane
 from ome_routing.devcluster.node_config import (
     NODE_NAME,
     NodeLayout,
@@ -58,84 +57,18 @@ from ome_routing.devcluster.node_config import (
     kubeconfig,
     kubelet_config,
 )
+from ome_routing.devcluster.node_plane import USERS, NodeControlPlane
 from ome_routing.devcluster.node_sandbox import NODE_IP, NodeSandbox, SandboxError
 from ome_routing.devcluster.node_tools import NodeTools, ensure_node_tools
-from ome_routing.devcluster.pki import Pki, sign_client
+from ome_routing.devcluster.pki import Pki
 from ome_routing.devcluster.tools import Tools, ensure_tools
 
 STATE_FILE = "node.json"
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-#: Users of the components' client certificates, as kubeadm names them; the API server's
-#: bootstrap RBAC binds each to its role (the kubelet's is the Node authorizer's).
-_USERS = {
-    "kubelet": f"/O=system:nodes/CN=system:node:{NODE_NAME}",
-    "kube-controller-manager": "/CN=system:kube-controller-manager",
-    "kube-scheduler": "/CN=system:kube-scheduler",
-    "kube-proxy": "/CN=system:kube-proxy",
-    "apiserver-kubelet-client": "/O=system:masters/CN=kube-apiserver-kubelet-client",
-}
 
 
 class NodeError(RuntimeError):
     """The node did not start or become Ready."""
-
-
-class _NodeControlPlane(LocalControlPlane):
-    """etcd and kube-apiserver inside the sandbox, reached from the host through a relay."""
-
-    def __init__(self, sandbox: NodeSandbox, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._sandbox = sandbox
-
-    def _launch(self, tools: Tools, pki: Pki) -> None:
-        certs = self.dir / "certs"
-        for name, subject in _USERS.items():  # signed by this start's CA
-            sign_client(pki, name, subject)
-        self._apiserver_flags = [
-            "--bind-address=0.0.0.0",  # inside the sandbox: its loopback and 10.88.0.1
-            f"--advertise-address={NODE_IP}",
-            "--authorization-mode=Node,RBAC",
-            "--enable-admission-plugins=NodeRestriction",
-            "--disable-admission-plugins=",  # the ServiceAccount plugin runs, as in a cluster
-            f"--kubelet-client-certificate={certs / 'apiserver-kubelet-client.crt'}",
-            f"--kubelet-client-key={certs / 'apiserver-kubelet-client.key'}",
-            "--kubelet-preferred-address-types=InternalIP",
-            *self._apiserver_flags,
-        ]
-        super()._launch(tools, pki)
-
-    def _spawn(self, name: str, argv: Sequence[str]) -> None:
-        super()._spawn(name, self._sandbox.enter(argv))
-
-    def _expose(self) -> None:
-        port = self.ports["kube-apiserver"]
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            listener.bind(("127.0.0.1", port))
-        except OSError:
-            listener.close()
-            raise _PortTaken("the relay to kube-apiserver") from None
-        with listener:
-            listener.listen(128)
-            fd = listener.fileno()
-            argv = [
-                "python3",
-                "-m",
-                "ome_routing.devcluster.relay",
-                str(fd),
-                "127.0.0.1",
-                str(port),
-            ]
-            argv[0] = _python()
-            child = processes.spawn(
-                "relay",
-                self._sandbox.enter(argv),
-                self.dir / "relay.log",
-                outlive_parent=self._detached,
-                pass_fds=(fd,),
-            )
-        self._children["relay"] = child
-        self._processes.append(processes.identify("relay", child))
 
 
 class LocalNode:
@@ -187,7 +120,7 @@ class LocalNode:
         self._save()
         try:
             self._sandbox.start()
-            self._plane = _NodeControlPlane(
+            self._plane = NodeControlPlane(
                 self._sandbox,
                 self._dir,
                 tools,
@@ -294,7 +227,7 @@ class LocalNode:
         certs = Pki.in_directory(plane.dir / "certs")
         inside = f"https://127.0.0.1:{plane.ports['kube-apiserver']}"
         for component in ("kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy"):
-            user = _USERS[component].rsplit("CN=", 1)[1]
+            user = USERS[component].rsplit("CN=", 1)[1]
             cert_dir = certs.ca_cert.parent
             layout.kubeconfig(component).write_text(
                 kubeconfig(inside, certs.ca_cert, cert_dir / f"{component}.crt",
@@ -418,12 +351,6 @@ class LocalNode:
         assert self._dir is not None
         state = {"processes": [vars(p) for p in self._processes]}
         (self._dir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
-
-
-def _python() -> str:
-    import sys
-
-    return sys.executable
 
 
 def _check_dir(directory: Path) -> None:
