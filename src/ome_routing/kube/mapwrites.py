@@ -137,8 +137,9 @@ class MapWrites:
     async def delete(self, key: ServiceKey, tmap: RawObject) -> None:
         meta = tmap.get("metadata") or {}
         uid, version = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
-        if not uid or not version:  # OME refuses an unconditional delete too
-            raise ValueError(f"reap TrafficMap {key[0]}/{key[1]}: UID or resourceVersion is empty")
+        for value, field in ((uid, "UID"), (version, "resourceVersion")):
+            if not value:  # OME refuses an unconditional delete too, in these words
+                raise ValueError(f"reap TrafficMap {key[0]}/{key[1]}: {field} is empty")
         try:
             await fenced_delete(
                 self._client, TrafficMap, key[0], key[1], uid=uid, resource_version=version
