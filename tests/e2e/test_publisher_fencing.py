@@ -16,6 +16,7 @@ from lightkube import ApiError, AsyncClient
 from lightkube.models.core_v1 import ServicePort, ServiceSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Service
+from lightkube.types import PatchType
 
 from ome_routing.core.endpoint import EndpointConfig
 from ome_routing.core.publication import source_selector
@@ -122,10 +123,12 @@ async def test_pruning_keeps_a_stale_service_that_changed_after_the_list_and_ret
     edits = iter(range(1000))
 
     async def relabel() -> None:  # after each LIST (of every kind pruned): a new version
-        current = await kube_client.get(Service, "tmb-stale", namespace=namespace)
-        assert current.metadata is not None
-        current.metadata.labels = {**labels, "edit": str(next(edits))}
-        await kube_client.replace(current)
+        # a merge patch, not a read and replace: the LISTs of the kinds run at once, and
+        # two replaces of the same read would conflict with each other
+        patch = {"metadata": {"labels": {"edit": str(next(edits))}}}
+        await kube_client.patch(
+            Service, "tmb-stale", patch, namespace=namespace, patch_type=PatchType.MERGE
+        )
 
     publishing = RacedPublishing(kube_client, relabel)
     with pytest.raises(PublishError) as raised:
