@@ -34,7 +34,7 @@ from lightkube import AsyncClient, KubeConfig
 from lightkube.types import PatchType
 
 from ome_routing.devcluster import LocalControlPlane, ensure_tools
-from ome_routing.kube.publishing import HTTPRoute
+from ome_routing.kube.published import HTTPRoute
 from ome_routing.kube.resources import InferenceService, TrafficMap
 
 NAMESPACE = "bench"

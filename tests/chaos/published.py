@@ -19,7 +19,7 @@ from typing import Any
 from lightkube import ApiError, AsyncClient
 
 from ome_routing.core.publication import MANAGED_BY, MANAGED_BY_VALUE
-from ome_routing.kube.publishing import EndpointSlice, HTTPRoute, Service
+from ome_routing.kube.published import EndpointSlice, HTTPRoute, Service
 
 KINDS: dict[str, Any] = {"HTTPRoute": HTTPRoute, "Service": Service, "EndpointSlice": EndpointSlice}
 

@@ -243,7 +243,7 @@ class TestRbac:
     def test_the_controller_gets_only_what_it_uses(self, render: Render) -> None:
         docs = render()
         cluster_rules = find(docs, "ClusterRole")["rules"]
-        publisher = ("get", "list", "create", "update", "delete")
+        publisher = ("get", "list", "watch", "create", "update", "delete")
         assert {
             (r["apiGroups"][0], r["resources"][0], tuple(r["verbs"])) for r in cluster_rules
         } == {
@@ -288,7 +288,7 @@ class TestRbac:
             {
                 "apiGroups": ["discovery.k8s.io"],
                 "resources": ["endpointslices"],
-                "verbs": ["get", "list", "create", "update", "delete"],
+                "verbs": ["get", "list", "watch", "create", "update", "delete"],
             }
         ]
 

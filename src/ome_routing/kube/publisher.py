@@ -84,6 +84,7 @@ from ome_routing.core.publication_status import (
 from ome_routing.kube import reconcile
 from ome_routing.kube.caches import SharedCaches
 from ome_routing.kube.controller import WRITE_GRACE_SECONDS, _finish_when_cancelled
+from ome_routing.kube.published import PublishedObjects
 from ome_routing.kube.publisher_inputs import meta, options, owner_problem, source, withdrawn
 from ome_routing.kube.publishing import FIELD_MANAGER, PublishError, Publishing
 from ome_routing.kube.resources import TrafficMap
@@ -117,7 +118,10 @@ class Publisher:
         self._endpoint = config.endpoint
         self._metrics = metrics
         self._clock = clock
-        self._io = Publishing(client, config.endpoint)
+        #: the routes, Services (and slices, policies) the publisher reads, cached while it
+        #: leads with routing on, as OME's cached client reads them (`kube.published`)
+        self._objects = PublishedObjects(client, config.endpoint) if config.routing_active else None
+        self._io = Publishing(client, config.endpoint, self._objects)
         self._queue: WorkQueue[ObjectKey] = WorkQueue()
         self._retries: dict[ObjectKey, int] = {}
         #: the TrafficMap and InferenceService caches: shared with the routing controller
@@ -143,6 +147,8 @@ class Publisher:
             caches = SharedCaches(self._client)
             self._listen(caches)
             tasks.append(asyncio.create_task(caches.run(), name="publisher-watch"))
+        if self._objects is not None:  # not awaited: reads go to the API server until listed
+            tasks.append(asyncio.create_task(self._objects.run(), name="publisher-objects"))
         self._maps, self._isvcs = caches.maps, caches.isvcs
         try:
             await asyncio.gather(self._maps.synced.wait(), self._isvcs.synced.wait())

@@ -6,13 +6,14 @@ BackendTLSPolicies, then the route, then the pruning of stale slices, policies a
 Services, so that the route never names a backend that is not there yet or any more.
 A withdrawal sets the route's weights to zero, deletes it, confirms that it is gone,
 and only then deletes the service's other objects. An object is written only when its
-body differs from the one the API server holds; every read is a fresh GET or LIST (no
-cache), because ownership and hostname checks must see the present. The preflight's
-reads are made at once and checked in OME's order, and `apply` compares with what they
-read rather than reading each object again (a write is still fenced by the version read,
-so an object changed in between gives 409 and a retry); the pruning lists its kinds at
-once too. A publication thus waits on two round trips to the API server before the
-route's write, not ten.
+body differs from the one the API server holds. Reads come from the publisher's caches
+of these kinds where it runs them (`kube.published`, as OME's cached client reads), else
+from the API server; the confirmation that a withdrawn route is gone is always read from
+the API server. The preflight's reads are made at once and checked in OME's order, and
+`apply` compares with what they read rather than reading each object again (a write is
+still fenced by the version read, so an object changed in between gives 409 and a retry);
+the pruning lists its kinds at once too. A publication thus waits on no round trip before
+the route's write when the caches have listed, and on one otherwise.
 
 Every write is fenced by the version of the object it was computed from, so that a write
 prepared by a replica that has since lost the Lease fails once the new leader has written
@@ -39,12 +40,12 @@ Errors (`PublishError`, with OME's reason and whether it is terminal):
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx2
 from lightkube import ApiError, AsyncClient
-from lightkube.generic_resource import create_namespaced_resource
 
 from ome_routing.core.endpoint import EndpointConfig
 from ome_routing.core.publication import (
@@ -63,16 +64,15 @@ from ome_routing.core.publication_objects import (
     tls_policy_body,
 )
 from ome_routing.core.publication_status import Reason
+from ome_routing.kube.published import (
+    BackendTLSPolicy,
+    EndpointSlice,
+    HTTPRoute,
+    PublishedObjects,
+    Service,
+)
 from ome_routing.kube.resources import fenced_delete as fenced_delete
 
-HTTPRoute = create_namespaced_resource(GATEWAY_GROUP, "v1", "HTTPRoute", "httproutes")
-BackendTLSPolicy = create_namespaced_resource(
-    GATEWAY_GROUP, "v1", "BackendTLSPolicy", "backendtlspolicies"
-)
-Service = create_namespaced_resource("", "v1", "Service", "services")
-EndpointSlice = create_namespaced_resource(
-    "discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"
-)
 #: The publisher's own field manager (OME's), apart from the routing controller's.
 FIELD_MANAGER = "ome-trafficmap-publisher"
 Raw = dict[str, Any]
@@ -113,15 +113,25 @@ def _key(obj: Mapping[str, Any]) -> str:
 
 
 class Publishing:
-    def __init__(self, client: AsyncClient, config: EndpointConfig) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        config: EndpointConfig,
+        objects: PublishedObjects | None = None,
+    ) -> None:
         self._client = client
         self._config = config
+        #: the publisher's caches of the kinds it writes (`kube.published`), when it runs them
+        self._objects = objects
         self.writes = 0
+        #: reads that went to the API server (the rest came from the caches)
+        self.reads = 0
 
     # --- reads ------------------------------------------------------------------------
 
     async def _get(self, resource: Any, namespace: str, name: str) -> Raw | None:
         """The object, or None when it (or its whole kind: no CRD) is not there."""
+        self.reads += 1
         try:
             return _raw(await self._client.get(resource, name, namespace=namespace))
         except (ApiError, httpx2.HTTPStatusError) as err:
@@ -129,10 +139,28 @@ class Publishing:
                 return None
             raise
 
+    async def _read(self, resource: Any, namespace: str, name: str) -> Raw | None:
+        """The object from its cache where the publisher runs one, else from the API server
+        (`_get`); a copy, so the caller may change it."""
+        objects = self._objects
+        if objects is not None and objects.holds(resource):
+            held = objects.get(resource, namespace, name)
+            return copy.deepcopy(held) if held is not None else None
+        return await self._get(resource, namespace, name)
+
+    def _wrote(self, resource: Any, written: Any) -> Raw:
+        """Count a write and put what the API server answered into the cache."""
+        self.writes += 1
+        raw = _raw(written)
+        if self._objects is not None:
+            self._objects.remember(resource, raw)
+        return raw
+
     async def _list(
         self, resource: Any, namespace: str, labels: Mapping[str, str] | None = None
     ) -> AsyncIterator[Raw]:
         """The objects; none when their kind is not served (no CRD)."""
+        self.reads += 1
         try:
             async for obj in self._client.list(
                 resource, namespace=namespace, labels=dict(labels) if labels else None
@@ -186,6 +214,10 @@ class Publishing:
         return body
 
     async def _all_routes(self) -> list[Raw] | BaseException:
+        objects = self._objects
+        if objects is not None and objects.holds(HTTPRoute):
+            return objects.items(HTTPRoute)
+        self.reads += 1
         try:
             items: list[Raw] = (await self._cached("list", HTTPRoute, "*", None)).get("items") or []
             return items
@@ -213,7 +245,7 @@ class Publishing:
         routes, objects = await asyncio.gather(
             self._all_routes(),
             asyncio.gather(
-                *(self._get(resource, ns, name) for resource, _, name in wanted),
+                *(self._read(resource, ns, name) for resource, _, name in wanted),
                 return_exceptions=True,
             ),
         )
@@ -269,7 +301,7 @@ class Publishing:
             if (resource, name) in seen:
                 existing = seen.pop((resource, name))
             else:
-                existing = await self._get(resource, namespace, name)
+                existing = await self._read(resource, namespace, name)
             await self._write(resource, body, compare, exact, existing)
         except ApiError as err:
             verb = "create" if existing is None else "update"
@@ -285,8 +317,10 @@ class Publishing:
         """Create the object, or replace `existing` where a compared part differs."""
         meta = body["metadata"]
         if existing is None:
-            await self._client.create(resource.from_dict(body), field_manager=FIELD_MANAGER)
-            self.writes += 1
+            created = await self._client.create(
+                resource.from_dict(body), field_manager=FIELD_MANAGER
+            )
+            self._wrote(resource, created)
             return
         old_meta = existing.get("metadata") or {}
         same = (old_meta.get("labels") or {}) == meta["labels"] and all(
@@ -306,8 +340,10 @@ class Publishing:
                 if key in existing["spec"] and spec.get("type") == existing["spec"].get("type"):
                     spec[key] = existing["spec"][key]
             replacement["spec"] = spec
-        await self._client.replace(resource.from_dict(replacement), field_manager=FIELD_MANAGER)
-        self.writes += 1
+        replaced = await self._client.replace(
+            resource.from_dict(replacement), field_manager=FIELD_MANAGER
+        )
+        self._wrote(resource, replaced)
 
     async def apply(self, plan: Publication, source: SourceKey, seen: Seen | None = None) -> None:
         """Services, then slices and policies, then the route, then the pruning; compared
@@ -362,6 +398,9 @@ class Publishing:
                 await self._delete(resource, kind, obj)
 
     async def _owned(self, resource: Any, namespace: str, selector: Mapping[str, str]) -> list[Raw]:
+        objects = self._objects
+        if objects is not None and objects.holds(resource):
+            return [obj for obj in objects.items(resource) if _selected(obj, namespace, selector)]
         return [obj async for obj in self._list(resource, namespace, selector)]
 
     async def _delete(self, resource: Any, kind: str, obj: Raw) -> None:
@@ -378,6 +417,8 @@ class Publishing:
                 resource_version=str(meta.get("resourceVersion") or ""),
             )
             self.writes += 1
+            if self._objects is not None:
+                self._objects.forget(resource, obj)
         except ApiError as err:
             if err.status.code != 404:
                 raise PublishError(
@@ -390,7 +431,7 @@ class Publishing:
 
     async def _claimed_route(self, namespace: str, name: str, source: SourceKey) -> Raw | None:
         try:
-            route = await self._get(HTTPRoute, namespace, name)
+            route = await self._read(HTTPRoute, namespace, name)
         except ApiError as err:
             raise PublishError(
                 Reason.APPLY_FAILED,
@@ -416,14 +457,13 @@ class Publishing:
             replaced = await self._client.replace(
                 HTTPRoute.from_dict(route), field_manager=FIELD_MANAGER
             )
-            self.writes += 1
         except ApiError as err:
             raise PublishError(
                 reason,
                 f"zero claimed HTTPRoute {namespace}/{name} backend weights: {_api(err)}",
                 terminal=False,
             ) from err
-        return _raw(replaced)
+        return self._wrote(HTTPRoute, replaced)
 
     async def withdraw_route(self, namespace: str, name: str, source: SourceKey) -> None:
         """Zero, delete and confirm the deletion of a claimed route."""
@@ -463,6 +503,15 @@ def _subset(desired: Any, actual: Any) -> bool:
             return False
         return all(_subset(d, a) for d, a in zip(desired, actual, strict=True))
     return bool(desired == actual)
+
+
+def _selected(obj: Raw, namespace: str, selector: Mapping[str, str]) -> bool:
+    """Whether a cached object is in `namespace` and carries every label of `selector`."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return bool(
+        meta.get("namespace") == namespace and all(labels.get(k) == v for k, v in selector.items())
+    )
 
 
 def _zero_weights(route: Raw) -> bool:
