@@ -11,8 +11,12 @@ ExternalName Services (Contour) and our hostname EndpointSlices (Traefik), each 
 control plane of its own, side by side. No gateway runs: this is the publisher's share
 (`bench/gateway_split` measures the gateways).
 
+With `--against TREE` (another checkout of the project, e.g. a `git worktree` of an older
+commit), the same trials run on that tree's controller too, on a control plane of its
+own, and each figure is also given as a ratio to that reference measured in the same run.
+
 Not a test: the figures depend on the machine. Usage: python bench/publisher_latency/run.py
-[--services 20] [--trials 60] [--gateway contour|traefik|both]
+[--services 20] [--trials 60] [--gateway contour|traefik|both] [--against TREE]
 """
 
 from __future__ import annotations
@@ -97,7 +101,11 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def run(
-    plane: LocalControlPlane, services: int, trials: int, hostname_slices: bool
+    plane: LocalControlPlane,
+    services: int,
+    trials: int,
+    hostname_slices: bool,
+    source: Path | None = None,
 ) -> dict[str, Any]:
     plane.kubectl("create", "namespace", NAMESPACE)
     client = AsyncClient(
@@ -121,6 +129,8 @@ async def run(
     config = workdir / "values.yaml"
     config.write_text(yaml.safe_dump(values(hostname_slices)))
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    if source is not None:  # the reference: the controller of another checkout
+        env["PYTHONPATH"] = str(source / "src")
     controller_log = (workdir / "controller.log").open("wb")
     controller = subprocess.Popen(
         [sys.executable, "-m", "ome_routing.cli.main", "controller", "--config", str(config),
@@ -207,18 +217,32 @@ def main() -> None:
         default="both",
         help="the backends of contour (ExternalName) or traefik (hostname EndpointSlices)",
     )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        help="another checkout of the project: its controller is measured too, as the reference",
+    )
     args = parser.parse_args()
+    against = args.against.resolve() if args.against else None
+    if against is not None and not (against / "src" / "ome_routing").is_dir():
+        parser.error(f"--against {args.against}: no src/ome_routing there")
     tools = ensure_tools(progress=log)
     kinds = ["contour", "traefik"] if args.gateway == "both" else [args.gateway]
+    trees: list[tuple[str, Path | None]] = [("", None)]
+    if against is not None:
+        trees.append((" (reference)", against))
     reports = {}
     for kind in kinds:
-        log(
-            f"{kind}: the publisher writing {'hostname EndpointSlices' if kind == 'traefik' else 'ExternalName Services'}"
-        )
-        with LocalControlPlane(tools=tools, gateway_api=True) as plane:
-            reports[kind] = asyncio.run(
-                run(plane, args.services, args.trials, hostname_slices=kind == "traefik")
+        for suffix, tree in trees:
+            log(
+                f"{kind}{suffix}: the publisher writing "
+                f"{'hostname EndpointSlices' if kind == 'traefik' else 'ExternalName Services'}"
             )
+            with LocalControlPlane(tools=tools, gateway_api=True) as plane:
+                reports[kind + suffix] = asyncio.run(
+                    run(plane, args.services, args.trials, kind == "traefik", tree)
+                )
     print(json.dumps(reports, indent=2))
     print(
         f"{'ms, p50 / p99':<36}"
@@ -230,6 +254,13 @@ def main() -> None:
     ):
         cells = [f"{r[field]['p50']} / {r[field]['p99']}" for r in reports.values()]
         print(f"{label:<36}" + "".join(f"{cell:>36}" for cell in cells))
+        if against is not None:
+            for kind in kinds:
+                this, ref = reports[kind][field], reports[kind + " (reference)"][field]
+                print(
+                    f"  {kind}: p50 {this['p50'] / ref['p50']:.2f}, "
+                    f"p99 {this['p99'] / ref['p99']:.2f} of the reference"
+                )
 
 
 if __name__ == "__main__":
