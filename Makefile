@@ -40,8 +40,9 @@ check: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-## test: everything CI runs: checks, the whole test suite, then the unit and integration
-## suites again on the poll path compiled with mypyc, as the controller image ships it
+## test: everything CI runs: checks, the whole test suite (as root, tests/node's one-node
+## Kubernetes too), then the unit and integration suites again on the poll path compiled
+## with mypyc, as the controller image ships it
 test: check tools
 	$(BIN)/pytest
 	$(MAKE) --no-print-directory test-compiled
@@ -52,11 +53,11 @@ test-compiled: $(STAMP)
 	  PYTHONPATH="$$tree" OME_ROUTING_EXPECT_COMPILED=1 \
 	    $(BIN)/pytest tests/unit tests/integration -p no:cacheprovider -q
 
-## test-node: the one-node Kubernetes suite (tests/node), as root: the node's binaries
+## test-node: the one-node Kubernetes suite (tests/node) alone, as root: the node's binaries
 ## (kubelet, kube-controller-manager, kube-scheduler, kube-proxy, containerd; built once)
-## and the image first. Not yet part of `test`.
+## and the image first. `test` runs it too.
 test-node: tools
-	OME_ROUTING_NODE_TESTS=1 $(BIN)/pytest tests/node
+	$(BIN)/pytest tests/node
 
 ## unit: the fast pure tests only
 unit: $(STAMP)

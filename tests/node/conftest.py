@@ -8,8 +8,7 @@
   controller empties it, as in any cluster).
 
 Every test here is marked `node` and `e2e`. Not as root, every test is skipped with the
-reason. The suite runs when asked for: `make test-node` (or OME_ROUTING_NODE_TESTS=1
-with pytest tests/node); `make test` leaves it out.
+reason. `make test` runs the suite as root (CI does); `make test-node` runs it alone.
 """
 
 from __future__ import annotations
@@ -45,10 +44,6 @@ from scene import (  # noqa: E402
 )
 
 IS_ROOT = os.geteuid() == 0
-ASKED = os.environ.get("OME_ROUTING_NODE_TESTS") == "1"
-if not ASKED:
-    # Not yet part of `make test`: collected only when asked for (`make test-node`).
-    collect_ignore_glob = ["test_*.py"]
 
 
 def _prepare(progress: Progress) -> None:
