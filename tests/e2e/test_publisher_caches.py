@@ -20,7 +20,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.types import PatchType
 from publisher_harness import gateway_api
 
-from ome_routing.core.endpoint import EndpointConfig
+from ome_routing.core.endpoint import EndpointConfig, parse_host_template
 from ome_routing.core.publication import Publication, Source, plan_publication
 from ome_routing.core.publication_status import Reason
 from ome_routing.kube.published import HTTPRoute, PublishedObjects
@@ -30,7 +30,11 @@ __all__ = ["gateway_api"]  # fixtures
 
 pytestmark = pytest.mark.timeout(120)
 
-CONFIG = EndpointConfig(global_gateway="gateway-system/global", backend_port=80)
+CONFIG = EndpointConfig(
+    global_gateway="gateway-system/global",
+    backend_port=80,
+    host_template=parse_host_template("{{ .Name }}.{{ .Namespace }}.global.example.com"),
+)
 
 
 def plan(namespace: str, weights: dict[str, int]) -> Publication:
@@ -59,7 +63,7 @@ async def objects(gateway_api: Any, kube_client: AsyncClient) -> AsyncIterator[P
     task = asyncio.create_task(cached.run())
 
     async def listed() -> bool:
-        return cached.holds(HTTPRoute)
+        return cached.listed()
 
     await until(listed)
     yield cached
@@ -100,7 +104,7 @@ async def test_a_route_changed_by_another_writer_is_not_overwritten_from_a_stale
     task = asyncio.create_task(cached.run())
 
     async def listed() -> bool:
-        return cached.holds(HTTPRoute)
+        return cached.listed()
 
     await until(listed)
     io = Publishing(kube_client, CONFIG, cached)

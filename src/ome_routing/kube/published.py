@@ -3,8 +3,8 @@
 OME's publisher reads HTTPRoutes and Services through controller-runtime's cached
 client: an informer per kind, watched across the cluster (its manager's ClusterRole grants
 `watch` on both). `PublishedObjects` does the same here: one `Informer` per kind the
-publisher's mode writes (HTTPRoutes and Services always; EndpointSlices in the
-EndpointSlice modes; BackendTLSPolicies with `tls`). The preflight's ownership and
+publisher's mode writes (HTTPRoutes, Services and BackendTLSPolicies always;
+EndpointSlices in the EndpointSlice modes). The preflight's ownership and
 hostname checks then cost no round trip, and a TrafficMap's new weights wait only on the
 route's own write.
 
@@ -41,12 +41,13 @@ EndpointSlice = create_namespaced_resource(
 
 
 def cached_kinds(config: EndpointConfig) -> tuple[Any, ...]:
-    """The kinds the publisher reads in this mode (and so must be allowed to watch)."""
-    kinds: list[Any] = [HTTPRoute, Service]
+    """The kinds the publisher reads in this mode (and so must be allowed to watch).
+
+    BackendTLSPolicies always: a publication prunes the stale ones of its service even
+    with `tls` off (it may have been on before)."""
+    kinds: list[Any] = [HTTPRoute, Service, BackendTLSPolicy]
     if config.hostname_endpoint_slices or config.endpoint_slices_enabled:
         kinds.append(EndpointSlice)
-    if config.tls_enabled:
-        kinds.append(BackendTLSPolicy)
     return tuple(kinds)
 
 
@@ -73,6 +74,10 @@ class PublishedObjects:
         """Whether reads of `resource` may come from its cache (it has listed)."""
         informer = self._informers.get(resource)
         return informer is not None and informer.synced.is_set()
+
+    def listed(self) -> bool:
+        """Whether every kind's cache has listed (an unserved kind never does)."""
+        return all(informer.synced.is_set() for informer in self._informers.values())
 
     def get(self, resource: Any, namespace: str, name: str) -> RawObject | None:
         return self._informers[resource].cache.get((namespace, name))
