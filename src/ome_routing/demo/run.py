@@ -121,7 +121,8 @@ class Demo(Commands):
                     self._show_traffic()
                 self._show_fallback()
                 self._show_gauge()
-                probes.run_probe_steps(self)
+                assert self.reporters is not None
+                probes.run_probe_steps(self, self.reporters)
                 self._summary()
                 if self.options.keep:
                     self._keep_until_interrupted()
