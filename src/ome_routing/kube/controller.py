@@ -47,7 +47,7 @@ from ome_routing.kube.mapwrites import StaleSnapshot as StaleSnapshot
 from ome_routing.kube.pollmetrics import PollMetrics
 from ome_routing.kube.probing import ProbeTargets
 from ome_routing.kube.reconcile import Frozen, NotOurs, Routed, Unrouted
-from ome_routing.kube.resources import InferenceService, TrafficMap
+from ome_routing.kube.resources import InferenceService
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
@@ -348,13 +348,8 @@ class Controller:
 
     async def _start_over(self, key: ServiceKey) -> str:
         """A write met a newer map, or none: read it, and reconcile again at once from it."""
-        assert self._maps is not None and self._writes is not None
-        live = await self._writes.read_live(TrafficMap, key)
-        if live is not None:
-            self._maps.remember(live)
-        elif (cached := self._maps.cache.get(key)) is not None:
-            # gone: not again at once from the cache's copy, ahead of the watch's event
-            self._maps.forget(key, str((cached.get("metadata") or {}).get("resourceVersion")))
+        assert self._writes is not None
+        await self._writes.refresh(key)
         self._queue.add(key)
         return "conflict"
 
