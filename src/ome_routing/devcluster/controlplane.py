@@ -183,9 +183,9 @@ class LocalControlPlane:
 
     @property
     def dir(self) -> Path:
-        if self._dir is None:
-            raise ControlPlaneError("the control plane has no directory before start()")
-        return self._dir
+        return processes.started(
+            self._dir, ControlPlaneError, "the control plane has no directory before start()"
+        )
 
     @property
     def kubeconfig(self) -> Path:
