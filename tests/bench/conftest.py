@@ -29,7 +29,7 @@ def _prepare(progress: Progress) -> None:
     if os.geteuid() == 0:
         for kind in GATEWAY_NAMES:
             ensure_gateway_binaries(kind, progress=progress)
-        install_packages(missing_packages(NGINX_AND_WRK), progress, needed_by="bench/")
+        install_packages(missing_packages(NGINX_AND_WRK), progress, needed_by="the benchmarks")
 
 
 register(BENCH_TESTS, ["bench"], _prepare, label="bench tools")
