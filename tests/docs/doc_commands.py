@@ -23,8 +23,11 @@ from dataclasses import dataclass
 
 import click
 
+# the program as a shell word of its own, perhaps with a path (`.venv/bin/ome-routing`), not
+# the end of another word (`--set image.repository=example.com/ome-routing`)
 _PROGRAM = re.compile(
-    r"(?<![\w.-])(?P<program>ome-routing|kubectl-ome|kubectl[ \t]+ome)(?=[ \t]|$)"
+    r"(?:^|(?<=[\s\"'(;|&`]))(?:[\w.~$(){}/-]*/)?"
+    r"(?P<program>ome-routing|kubectl-ome|kubectl[ \t]+ome)(?=[ \t]|$)"
 )
 _FLAG = re.compile(r"^(?:--[A-Za-z0-9][\w-]*|-[A-Za-z])(?:=.*)?$")
 _PROMPT = re.compile(r"^\s*[$#] ")

@@ -124,6 +124,24 @@ class TestCommands:
         found = [p for inv in invocations(code, 1) for p in tree.problems(inv)]
         assert found == []
 
+    @pytest.mark.parametrize(
+        "code",
+        [
+            "helm install ome . --set image.repository=example.com/ome-routing -f values.yaml",
+            "skopeo copy oci:$HOME/.cache/ome-routing/image/oci:0.1.0 docker://r/ome-routing:0.1.0",
+            "kubectl get lease ome-routing-controller -n ome",
+        ],
+    )
+    def test_the_name_inside_another_word_is_no_command(self, code: str) -> None:
+        assert invocations(code, 1) == []
+
+    def test_the_program_with_a_path_is_a_command(self) -> None:
+        found = invocations("$(BIN)/ome-routing dev image; .venv/bin/kubectl-ome get tm", 1)
+        assert [(i.program, i.words) for i in found] == [
+            ("ome-routing", ("dev", "image")),
+            ("kubectl ome", ("get", "tm")),
+        ]
+
     def test_a_flags_value_is_not_read_as_a_subcommand(self, tree: CommandTree) -> None:
         invocation = Invocation(1, "ome-routing", ("dev", "up", "--dir", "down"))
         assert tree.problems(invocation) == []

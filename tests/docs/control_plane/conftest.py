@@ -4,9 +4,10 @@ The control plane is tests/e2e's: etcd and kube-apiserver on loopback with the C
 `config/crd/` (`LocalControlPlane`), its binaries built before the first test when the
 docs have any such block. Every test here is marked `e2e` (and `docs`).
 
-- `docs_control_plane` (session): the started `LocalControlPlane`.
-- `control_plane_block_env` (session): a block's environment on it: KUBECONFIG, kubectl and
-  helm on PATH after the virtualenv's bin.
+- `docs_control_plane`: the started `LocalControlPlane`, one for all the blocks (module
+  scope: it stops when they are done, rather than running beside tests/e2e's own).
+- `control_plane_block_env`: a block's environment on it: KUBECONFIG, kubectl and helm on
+  PATH after the virtualenv's bin.
 """
 
 from __future__ import annotations
@@ -39,13 +40,13 @@ def _prepare(progress: Progress) -> None:
 register(CONTROL_PLANE_DIR, ["e2e"], _prepare)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def docs_control_plane() -> Iterator[LocalControlPlane]:
     with LocalControlPlane(tools=ensure_tools()) as plane:
         yield plane
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def control_plane_block_env(docs_control_plane: LocalControlPlane) -> dict[str, str]:
     # env(): KUBECONFIG, and kubectl and helm first on PATH, then the virtualenv before them
     return block_environment(docs_control_plane.env(), kubeconfig=docs_control_plane.kubeconfig)
