@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -214,27 +215,39 @@ class BlockRun:
 def run_block(
     script: str, *, cwd: Path, env: Mapping[str, str], deadline: float = RUN_DEADLINE
 ) -> BlockRun:
-    """Run `script` with `bash -euo pipefail` in its own process group; kill it at the deadline."""
-    with tempfile.NamedTemporaryFile("w", suffix=".sh", prefix="doc-block-") as file:
-        file.write(script)
-        file.flush()
-        process = subprocess.Popen(
-            ["bash", "-euo", "pipefail", file.name],
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            output, _ = process.communicate(timeout=deadline)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            output, _ = process.communicate()
-            return BlockRun(None, output)
-    return BlockRun(process.returncode, output)
+    """Run `script` with `bash -euo pipefail` in a process group of its own.
+
+    The block's result is bash's exit code, or None when the deadline ended it. Whatever of
+    its group still runs when bash is done (a server it left in the background) is ended
+    too; the output goes to a file, so such a process cannot hold the run open.
+    """
+    with tempfile.TemporaryDirectory(prefix="doc-block-") as scratch:
+        script_path = Path(scratch) / "block.sh"
+        script_path.write_text(script, encoding="utf-8")
+        with open(Path(scratch) / "output", "w+", encoding="utf-8") as output:
+            process = subprocess.Popen(
+                ["bash", "-euo", "pipefail", str(script_path)],
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            try:
+                returncode: int | None = process.wait(timeout=deadline)
+            except subprocess.TimeoutExpired:
+                returncode = None
+            finally:
+                _end_group(process.pid)
+                process.wait()
+            output.seek(0)
+            return BlockRun(returncode, output.read())
+
+
+def _end_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def describe_failure(

@@ -7,6 +7,7 @@ other file breaks one of them.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,20 @@ def tree() -> CommandTree:
 @pytest.fixture(scope="module")
 def exported() -> frozenset[str]:
     return exported_metrics()
+
+
+def ended(pid: int, wait: float = 30.0) -> bool:
+    """Whether the process is gone (or a zombie), waiting up to `wait` s for a kill to land."""
+    stat = Path(f"/proc/{pid}/stat")
+    give_up = time.monotonic() + wait
+    while time.monotonic() < give_up:
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def run_env() -> dict[str, str]:
@@ -189,6 +204,13 @@ class TestRunBlocks:
         assert describe_failure(doc.label, fence, run, 0.5).startswith(
             "failing_run.md:11: ```bash block did not finish within 0.5 s"
         )
+
+    def test_what_a_block_leaves_running_is_ended_with_it(self, tmp_path: Path) -> None:
+        script = f"sleep 600 &\necho $! > {tmp_path}/pid\necho started\n"
+        run = run_block(script, cwd=tmp_path, env=run_env(), deadline=60)
+        assert (run.returncode, run.output) == (0, "started\n")
+        pid = int((tmp_path / "pid").read_text())
+        assert ended(pid)
 
     def test_a_run_block_gets_no_kubeconfig(self) -> None:
         env = block_environment({"KUBECONFIG": "/x", "PATH": "/usr/bin"})
