@@ -67,7 +67,7 @@ def docs_of(root: Path) -> list[Doc]:
 
 
 def marker_kind(fence: Fence) -> str | None:
-    """The block's marker kind, when it has exactly one valid marker."""
+    """The kind of the marker right before the block, when it is a valid one."""
     return fence.marker.kind if fence.marker is not None and fence.marker.valid else None
 
 
