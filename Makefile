@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
-## tools: fetch and build kube-apiserver, etcd, kubectl, helm and Traefik (cached; a no-op when present)
+## tools: fetch and build kube-apiserver, etcd, kubectl, helm, Traefik, Contour and promtool
+## (cached; a no-op when present)
 tools: $(STAMP)
 	$(BIN)/ome-routing dev tools
 

@@ -1,21 +1,25 @@
 """nginx on loopback as a capacity reporter, for the benchmarks.
 
-Every matching request gets `{"servable": 4, "observedAt": "<now>"}`. Needs Debian's
-`nginx-light` (`apt-get install -y nginx-light`).
+Every matching request gets `{"servable": 4, "observedAt": "<now>"}`. nginx is Debian's
+`nginx-light`, installed with apt-get when missing (as root; as another user the bench
+stops and says what to install).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from ome_routing.devcluster import ToolsError
+from ome_routing.devcluster.debian import ensure_programs
 
 _CONF = """
 worker_processes 1;
@@ -39,6 +43,18 @@ http {{
 """
 
 
+def say(message: str) -> None:
+    print(f"[tools] {message}", file=sys.stderr, flush=True)
+
+
+def ensure_bench_programs(programs: dict[str, str], needed_by: str) -> dict[str, Path]:
+    """`programs` ({program: Debian package}), installed when missing; else a clear exit."""
+    try:
+        return ensure_programs(programs, say, needed_by=needed_by)
+    except ToolsError as error:
+        raise SystemExit(str(error)) from None
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -52,9 +68,7 @@ def nginx_reporter(location: str = "= /capacity", cpu: int | None = None) -> Ite
     `location` is an nginx location match: `= /capacity` for one path, `~ /capacity$` for
     every endpoint that ends in the poll path. `cpu` pins nginx to that CPU.
     """
-    binary = shutil.which("nginx") or "/usr/sbin/nginx"
-    if not Path(binary).exists():
-        raise SystemExit("nginx is missing: apt-get install -y nginx-light")
+    binary = ensure_bench_programs({"nginx": "nginx-light"}, "the benchmarks' reporter")["nginx"]
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="bench-nginx-") as prefix:
         conf = Path(prefix) / "nginx.conf"

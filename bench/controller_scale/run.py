@@ -16,7 +16,9 @@ with a fresh report. Measured in one run:
   service existed, divided by the number of homes.
 
 Not a test: the figures depend on the machine. Usage: python bench/controller_scale/run.py
-[--services 1000] [--steady-seconds 60] [--trials 40]
+[--services 1000] [--steady-seconds 60] [--trials 40]. In seconds, for a check that it runs
+(`tests/bench`): --services 3 --probes 1 --trials 1 --steady-seconds 1 --quiet-seconds 1
+--no-restart
 """
 
 from __future__ import annotations
@@ -134,7 +136,8 @@ def last_writer(obj: Any) -> str:
     return f"{manager}/{subresource}" if subresource else manager
 
 
-#: Seconds without a TrafficMap event after which the maps are taken to be at rest.
+#: Seconds without a TrafficMap event after which the maps are taken to be at rest
+#: (`--quiet-seconds`).
 QUIET_SECONDS = 15.0
 
 
@@ -186,13 +189,15 @@ class MapEvents:
             revision = None
 
 
-async def wait_for_rest(client: AsyncClient, limit: float) -> tuple[float, dict[str, int]]:
-    """Seconds until no TrafficMap changed for `QUIET_SECONDS`, and the events until then
+async def wait_for_rest(
+    client: AsyncClient, limit: float, quiet: float
+) -> tuple[float, dict[str, int]]:
+    """Seconds until no TrafficMap changed for `quiet` seconds, and the events until then
     by writer."""
     events = MapEvents(client)
     await events.start()
     try:
-        while time.monotonic() - events.last < QUIET_SECONDS:
+        while time.monotonic() - events.last < quiet:
             if time.monotonic() - events.started > limit:
                 raise SystemExit(f"TrafficMaps still changing {limit:.0f}s after convergence")
             await asyncio.sleep(0.5)
@@ -569,10 +574,10 @@ async def main_async(
 
         # the publisher follows the routing controller's writes (a finalizer, its claim and
         # status for every map, again for each new generation): at rest is when it is done
-        resting, rest_writers = await wait_for_rest(client, args.converge_limit)
+        resting, rest_writers = await wait_for_rest(client, args.converge_limit, args.quiet_seconds)
         log(
             f"TrafficMaps at rest {resting:.1f}s after every home had a ceiling "
-            f"(no event for {QUIET_SECONDS:.0f}s); events until then by writer: "
+            f"(no event for {args.quiet_seconds:.0f}s); events until then by writer: "
             f"{rest_writers or 'none'}"
         )
         loaded_rss = rss_bytes(controller.pid)
@@ -709,6 +714,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--converge-limit", type=float, default=600, help="seconds to wait for convergence"
+    )
+    parser.add_argument(
+        "--quiet-seconds",
+        type=float,
+        default=QUIET_SECONDS,
+        help="seconds without a TrafficMap event after which the maps are at rest",
     )
     parser.add_argument(
         "--no-restart",

@@ -18,8 +18,10 @@ one CPU and the phases to another (`--no-pin` leaves placement to the scheduler)
 
 Prints polls/s of (a)-(c), the ratios (c)/(b) and (c)/(a), CPU seconds per 1,000 polls,
 the interval lag, the longest garbage collection of each phase, and the load average
-before and after. Needs `nginx` and `wrk` on PATH (Debian:
-`apt-get install -y nginx-light wrk`). Not a test: numbers depend on the machine.
+before and after. Needs Debian's `nginx-light` and `wrk`, installed with apt-get when
+missing (as root). Not a test: numbers depend on the machine. In seconds, for a check that
+it runs (`tests/bench`): --seconds 1 --rounds 1 --saturate-homes 50 --lag-homes 50
+--lag-period 1 --lag-seconds 2 --source
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ import gc
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -44,7 +45,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from minimal_client import minimal_loop
-from nginx_reporter import nginx_reporter
+from nginx_reporter import ensure_bench_programs, nginx_reporter
 
 from ome_routing.core.durations import Duration
 from ome_routing.core.pollrules import CapacityPolicy
@@ -62,9 +63,9 @@ from ome_routing.observer import (
 from ome_routing.observer.tuning import MIDDLE_THRESHOLD, YOUNG_THRESHOLD
 
 
-def run_wrk(url: str, connections: int, seconds: float) -> float:
+def run_wrk(wrk: Path, url: str, connections: int, seconds: float) -> float:
     out = subprocess.run(
-        ["wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s", url],
+        [str(wrk), "-t1", f"-c{connections}", f"-d{int(seconds)}s", url],
         capture_output=True,
         text=True,
         check=True,
@@ -517,9 +518,9 @@ def main() -> None:
                 gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, 10)
         print(json.dumps(eventloop.run(run_phase(args, args.endpoint), args.loop)))
         return
-    for tool in ("nginx", "wrk"):
-        if shutil.which(tool) is None and not os.path.exists(f"/usr/sbin/{tool}"):
-            raise SystemExit(f"{tool} is missing: apt-get install -y nginx-light wrk")
+    wrk = ensure_bench_programs({"nginx": "nginx-light", "wrk": "wrk"}, "bench/poll_throughput")[
+        "wrk"
+    ]
     if not args.no_tune_gc:
         tune_gc()  # to show the thresholds each phase runs with
         if args.no_pace:
@@ -542,7 +543,7 @@ def main() -> None:
         os.sched_setaffinity(0, {cpus[0]})
         print(f"pinned: this process and wrk to CPU {cpus[0]}, nginx to CPU {cpus[1]}")
     with nginx_reporter(cpu=cpus[1] if pinned else None) as endpoint:
-        wrk_rate = run_wrk(endpoint + "/capacity", args.budget, args.seconds)
+        wrk_rate = run_wrk(wrk, endpoint + "/capacity", args.budget, args.seconds)
         print(f"(a) wrk, {args.budget} connections:            {wrk_rate:9.0f} polls/s")
         report(args, endpoint, wrk_rate)
     print(f"load average after: {load_average()}")

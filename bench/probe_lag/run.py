@@ -16,8 +16,9 @@ controller's start, so both spread their first requests over a period.
 Scenarios: `--scenario ok` (10,000 homes, period 10s, budget 16: 2,000 requests/s,
 below saturation) and `--scenario small` (the same homes with period 2s on a budget of
 1: the demand is above what one slot can serve, so the lag grows period after period and
-the wait shows it). Needs `nginx` (Debian: `apt-get install -y nginx-light`). Not a
-test: the numbers depend on the machine.
+the wait shows it). Needs Debian's `nginx-light`, installed with apt-get when missing (as
+root). Not a test: the numbers depend on the machine. In seconds, for a check that it runs
+(`tests/bench`): --homes 50 --period 1s --warmup 1 --seconds 2
 """
 
 from __future__ import annotations

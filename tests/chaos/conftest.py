@@ -5,32 +5,30 @@ starts its own etcd and kube-apiserver, because it kills them. Figures (recovery
 events lost, violations) are recorded with the `figure` fixture and printed at the end of
 the run under "chaos figures".
 
-- `plane`: a fresh `LocalControlPlane` for one test.
+- `plane`: a fresh `LocalControlPlane` for one test, on tests/plane_fixtures.py's `tools`.
 - `fleet`: that plane, a namespace, two reporters on loopback, N routed services (N given
   by `fleet.route(n)`), a `MapRecorder`, and the controller processes the test starts.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from fleet import Fleet
+from tests.plane_fixtures import prepare_tools
+from tests.plane_fixtures import tools as tools
+from tests.suite_hooks import register
+
+from ome_routing.devcluster import LocalControlPlane, Tools
 
 CHAOS_DIR = Path(__file__).parent
-sys.path.insert(0, str(CHAOS_DIR.parent / "e2e"))  # controller_harness
-
-from fleet import Fleet  # noqa: E402
-from tests.suite_hooks import register  # noqa: E402
-
-from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools  # noqa: E402
-
 _FIGURES: list[tuple[str, str, str]] = []
 
 
 # the chaos suite prints no progress while the binaries build
-register(CHAOS_DIR, ["chaos"], lambda progress: ensure_tools())
+register(CHAOS_DIR, ["chaos"], lambda _progress: prepare_tools())
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -60,8 +58,9 @@ def apiserver_flags() -> tuple[str, ...]:
 
 
 @pytest.fixture
-def plane(tmp_path: Path, apiserver_flags: tuple[str, ...]) -> Iterator[LocalControlPlane]:
-    tools: Tools = ensure_tools()
+def plane(
+    tmp_path: Path, apiserver_flags: tuple[str, ...], tools: Tools
+) -> Iterator[LocalControlPlane]:
     with LocalControlPlane(
         tmp_path / "plane", tools=tools, apiserver_flags=apiserver_flags
     ) as started:

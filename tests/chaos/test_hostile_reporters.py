@@ -5,7 +5,7 @@ the specification's fallback table), the controller's resident memory must stay 
 it has warmed up, and every home keeps being polled. The figures: memory at the start and
 the end of the hostile phase, and each home's polls against its period.
 
-`CHAOS_HOSTILE_SECONDS` sets the hostile phase (60 s by default; bench/chaos_hostile.py
+`CHAOS_HOSTILE_SECONDS` sets the hostile phase (60 s by default; bench/chaos/hostile.py
 runs the long version).
 """
 

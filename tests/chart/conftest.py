@@ -1,6 +1,7 @@
 """Fixtures for the chart tests: the real helm, and the chart rendered with given values.
 
 - `helm` (session): the helm binary of the local control plane's tools.
+- `promtool` (session): Prometheus' promtool, built once (`ome-routing dev tools` builds it).
 - `render(*values)` (dicts or files): `helm template` of charts/ome-resources as release
   `ome` in namespace `ome`; returns the documents, parsed.
 """
@@ -16,22 +17,30 @@ import yaml
 from chart_helpers import Render, template
 
 from ome_routing.devcluster import ensure_tools
+from ome_routing.devcluster.promtool import ensure_promtool
 
 CHART_DIR = Path(__file__).parent
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Fetch helm before any test runs, so a first download is not cut by a test timeout."""
-    if session.config.option.collectonly or not any(
-        CHART_DIR in Path(str(item.path)).parents for item in session.items
-    ):
+    """Fetch helm (and build promtool, for the tests that use it) before any test runs, so
+    that a first download or build is not cut by a test timeout."""
+    items = [item for item in session.items if CHART_DIR in Path(str(item.path)).parents]
+    if session.config.option.collectonly or not items:
         return
     ensure_tools(progress=lambda message: print(f"[dev tools] {message}", file=sys.stderr))
+    if any("promtool" in getattr(item, "fixturenames", ()) for item in items):
+        ensure_promtool(progress=lambda message: print(f"[dev tools] {message}", file=sys.stderr))
 
 
 @pytest.fixture(scope="session")
 def helm() -> Path:
     return ensure_tools().helm
+
+
+@pytest.fixture(scope="session")
+def promtool() -> Path:
+    return ensure_promtool()
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Fixtures for real traffic through real Gateway API implementations on loopback.
 
-- `gateway_plane` (session): a `LocalControlPlane` with our CRDs and the Gateway API's.
+- `gateway_plane` (session): a `LocalControlPlane` with our CRDs and the Gateway API's, on
+  tests/plane_fixtures.py's `tools`.
 - `traefik` (session): a `LocalGateway` (Traefik) serving the Gateway `ome-gateway/global` of
   that control plane, in a private mount namespace whose hosts file the tests extend.
 - `contour` (session): a `ContourGateway` (Contour + Envoy) serving `ome-gateway/contour` of
@@ -20,15 +21,17 @@ UDP port 53 on a 127.x address for the DNS recorder).
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from controller_harness import delete_namespace
 from gw_clusters import ClusterServer, Fleet, StartServers, home_host
+from tests.plane_fixtures import prepare_tools
+from tests.plane_fixtures import tools as tools
 from tests.suite_hooks import Progress, register
 
-from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools
+from ome_routing.devcluster import LocalControlPlane, Tools
 from ome_routing.devcluster.gateway import LocalGateway
 from ome_routing.devcluster.gateway_base import SandboxedGateway
 from ome_routing.devcluster.gateway_contour import ContourGateway
@@ -37,17 +40,12 @@ from ome_routing.devcluster.gateways import ensure_gateway_binaries
 from ome_routing.devcluster.processes import free_ports
 
 GATEWAY_DIR = Path(__file__).parent
-# The e2e suite's controller harness (ControllerProcess, placement helpers) is shared.
-if str(GATEWAY_DIR.parent / "e2e") not in sys.path:
-    sys.path.append(str(GATEWAY_DIR.parent / "e2e"))
-
-from controller_harness import delete_namespace  # noqa: E402
 
 
 def _prepare(progress: Progress) -> None:
     """The control plane's binaries, Traefik, Contour and the CRDs (a first build takes
     minutes)."""
-    ensure_tools(progress=progress)
+    prepare_tools(progress)
     ensure_traefik(progress=progress)
     ensure_gateway_api_crds(progress=progress)
     ensure_gateway_binaries(ContourGateway.kind, progress=progress)
@@ -57,13 +55,8 @@ register(GATEWAY_DIR, ["gateway"], _prepare)
 
 
 @pytest.fixture(scope="session")
-def gateway_tools() -> Tools:
-    return ensure_tools()
-
-
-@pytest.fixture(scope="session")
-def gateway_plane(gateway_tools: Tools) -> Iterator[LocalControlPlane]:
-    with LocalControlPlane(tools=gateway_tools, gateway_api=True) as plane:
+def gateway_plane(tools: Tools) -> Iterator[LocalControlPlane]:
+    with LocalControlPlane(tools=tools, gateway_api=True) as plane:
         yield plane
 
 

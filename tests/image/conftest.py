@@ -4,7 +4,8 @@ entry point (`build_image`, what `make image` runs), then run with crun.
 - `image` (session): the built image (a cache hit when `make image` already built it).
 - `bundle` (session): it unpacked as an OCI runtime bundle, shared read-only.
 - `chart_pod` (session): the chart's pod settings (user, security context, emptyDirs).
-- `control_plane` (session): the local control plane with the CRDs, as in tests/e2e.
+- `control_plane` (session): the local control plane with the CRDs (tests/plane_fixtures.py's,
+  as in tests/e2e).
 
 Every test here is marked `image` and `e2e`. The build needs root (as CI has) and installs
 mmdebstrap, umoci, skopeo and crun with apt-get when they are missing.
@@ -13,29 +14,27 @@ mmdebstrap, umoci, skopeo and crun with apt-get when they are missing.
 from __future__ import annotations
 
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from container import PodSettings, ensure_crun, unpack
+from tests.plane_fixtures import control_plane as control_plane
+from tests.plane_fixtures import prepare_tools
+from tests.plane_fixtures import tools as tools
 from tests.suite_hooks import Progress, register
 
-from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools
+from ome_routing.devcluster import Tools
 from ome_routing.devcluster.image import Image, build_image
 
 IMAGE_DIR = Path(__file__).parent
 REPO = IMAGE_DIR.parents[1]
-# The e2e helpers (reporters on loopback, kubectl, eventually): shared, not copied.
-sys.path.insert(0, str(REPO / "tests" / "e2e"))
-
-from container import PodSettings, ensure_crun, unpack  # noqa: E402
 
 
 def _prepare(progress: Progress) -> None:
     """The control plane's binaries, the image, and crun: a first build of the image takes
     minutes."""
-    ensure_tools(progress=progress)
+    prepare_tools(progress)
     build_image(REPO, progress=progress)
     ensure_crun()
 
@@ -56,11 +55,6 @@ def bundle(image: Image, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tools() -> Tools:
-    return ensure_tools()
-
-
-@pytest.fixture(scope="session")
 def chart_pod(tools: Tools) -> PodSettings:
     """How the chart, with its default values, runs the image (helm template)."""
     result = subprocess.run(
@@ -73,9 +67,3 @@ def chart_pod(tools: Tools) -> PodSettings:
     docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
     (deployment,) = [doc for doc in docs if doc["kind"] == "Deployment"]
     return PodSettings.of(deployment["spec"]["template"]["spec"])
-
-
-@pytest.fixture(scope="session")
-def control_plane(tools: Tools) -> Iterator[LocalControlPlane]:
-    with LocalControlPlane(tools=tools) as plane:
-        yield plane

@@ -20,8 +20,8 @@ from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.observer import PollClient, RequestBudget
 from ome_routing.observer.flight import TaggedFlight
 from ome_routing.observer.homes import Home, home_request, window_settings
-from ome_routing.observer.polling import PollRequest
 from ome_routing.observer.rejudging import RING_BATCH, Rejudging
+from ome_routing.observer.request import PollRequest
 
 pytestmark = pytest.mark.timeout(10)
 

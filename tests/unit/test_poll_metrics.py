@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ome_routing.kube.controller import _MetricsStats
+from ome_routing.kube.pollmetrics import PollMetrics
 from ome_routing.metrics import RoutingMetrics
 from ome_routing.observer.failures import Outcome
 from ome_routing.observer.stats import PollEvent
@@ -17,7 +17,7 @@ def _sample(exposition: str, series: str) -> float:
 
 def test_polls_are_counted_by_outcome_with_their_latency_and_wait() -> None:
     metrics = RoutingMetrics()
-    stats = _MetricsStats(metrics)
+    stats = PollMetrics(metrics)
     stats.poll_finished(PollEvent("a", Outcome.OK, 1.0, 0.5, 0.002))
     stats.poll_finished(PollEvent("b", Outcome.OK, 1.0, 0.0, 0.004))
     stats.poll_finished(PollEvent("c", Outcome.UNREACHABLE, 2.0, 0.25, 3.0))
@@ -35,7 +35,7 @@ def test_polls_are_counted_by_outcome_with_their_latency_and_wait() -> None:
 
 def test_an_outcome_no_poll_had_has_no_series() -> None:
     metrics = RoutingMetrics()
-    stats = _MetricsStats(metrics)
+    stats = PollMetrics(metrics)
     text = metrics.exposition().decode()
     assert 'kind="capacity"' not in text
     stats.poll_finished(PollEvent("a", Outcome.OK, 1.0, 0.0, 0.002))

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tm_builders import a_home, a_map
 
-from ome_routing.core.capacity import allocate
+from ome_routing.core.allocation import allocate
 from ome_routing.core.trafficmap import HomeInput, PollingState, build_trafficmap
 from ome_routing.core.weights import (
     MAX_WEIGHT,

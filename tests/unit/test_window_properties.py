@@ -9,14 +9,13 @@ from builders import T0
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ome_routing.core.allocation import CapacitySource, allocate
 from ome_routing.core.capacity import (
     NO_REPORT_YET,
-    CapacitySource,
     Verdict,
     Window,
     WindowSettings,
     WindowState,
-    allocate,
     awaiting_quorum_reason,
     empty_window,
     expired_reason,

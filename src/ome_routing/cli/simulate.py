@@ -37,11 +37,10 @@ from typing import IO, Any
 import click
 
 from ome_routing.cli.params import DurationParam
+from ome_routing.core.allocation import Allocation, allocate
 from ome_routing.core.capacity import (
-    Allocation,
     Verdict,
     WindowSettings,
-    allocate,
     empty_window,
     record_failure,
     record_reading,

@@ -1,8 +1,13 @@
-"""The capacity ceiling of one home: its sample window, and how the ceiling caps it.
+"""The capacity ceiling of one home: its sample window, and the ceiling it gives.
 
-A report can lower a home's `capacity.allocated` but never raise it: allocated is the
-lower of the admitted replicas and the ceiling; `source` is `Endpoint` only when the
-ceiling is what lowered it; `reported` is the ceiling while the home has one.
+How the ceiling caps the home's admitted replicas is `core.allocation`'s.
+
+Why one module of ~480 lines: it is one concept, the window's state machine (record a
+reading or a failure, judge the state, say when it next changes), on the compiled poll
+path (`devcluster.compiled`). Its recording fast path (`_steady`, `_fresh_window`,
+`_reranked`) and its judging (`_assess`, `_verdict`, `_next_change`) keep the window's
+invariants (`ordered`, `ranked`) together; apart, each half would rely on the other's
+private rules.
 
 The window (DESIGN section 4) keeps the last `samples` readings of successful polls,
 a repeated `observedAt` included. A failed poll clears it, and so does a report that is
@@ -55,13 +60,6 @@ def expired_reason(accepted: int, quorum: int) -> str:
     )
 
 
-class CapacitySource(StrEnum):
-    """Where a home's `capacity.allocated` comes from."""
-
-    CONTROL_PLANE = "ControlPlane"
-    ENDPOINT = "Endpoint"
-
-
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """What a home's window says at one moment: a ceiling, or why it has none."""
@@ -72,24 +70,6 @@ class Verdict:
     def __post_init__(self) -> None:
         if (self.ceiling is None) == (self.fallback_reason is None):
             raise ValueError("a verdict has either a ceiling or a fallback reason")
-
-
-@dataclass(frozen=True, slots=True)
-class Allocation:
-    """A home's `capacity.allocated`, `capacity.source` and `capacity.reported`."""
-
-    allocated: int
-    source: CapacitySource
-    reported: int | None
-
-
-def allocate(admitted: int, ceiling: int | None) -> Allocation:
-    """Cap the admitted replicas at the ceiling; without a ceiling, fall back to admitted."""
-    if ceiling is None:
-        return Allocation(admitted, CapacitySource.CONTROL_PLANE, None)
-    if ceiling < admitted:
-        return Allocation(ceiling, CapacitySource.ENDPOINT, ceiling)
-    return Allocation(admitted, CapacitySource.CONTROL_PLANE, ceiling)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,8 @@ The checks run in OME's order, so that the same values give the same error:
 Routing runs (`routing_active`) only with `enabled: true`, `role: control-plane` and
 `routing.enabled: true`; only then does the config carry the chart's poll and limits.
 
+Steps 2 and 3 (the load, the unknown keys, the durations) are `core.config_load`'s.
+
 Errors:
 - `ConfigError` (a `ValueError`): the operator configuration is unusable; `str(error)` is
   the whole message, `invalid multi-cluster configuration: <detail>` (or the load prefix
@@ -40,55 +42,44 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 from typing import Any
 
-from ome_routing.core.durations import MINUTE, Duration, DurationError, parse_duration
+from ome_routing.core.config_load import (
+    DEFAULT_RESYNC_INTERVAL,
+    PUBLISHER_FIELD,
+    check_resync,
+    duration_problems,
+    load_blocks,
+    optional_bool,
+    unknown_key_warnings,
+)
+from ome_routing.core.durations import Duration
 from ome_routing.core.endpoint import (
-    ENDPOINT_KEYS,
-    GATEWAY_BACKEND_KEYS,
-    REFRESH_FIELD,
     EndpointConfig,
     endpoint_problems,
-    load_endpoint,
     publisher_problem,
 )
 from ome_routing.core.fields import (
-    ZERO,
     CapacityRuleError,
-    duration_text,
-    go_q,
     invalid,
-    not_a_duration,
-    read_bool,
     read_mapping,
     read_string,
     read_string_map,
     show,
-    unknown_fields,
 )
 from ome_routing.core.hosttemplate import HostTemplateError
 from ome_routing.core.pollrules import (
-    CAPACITY_FIELDS,
     CHART_CAPACITY_FIELD,
-    MISSING,
-    OBSERVER_FIELD,
     CapacityPolicy,
     ObserverLimits,
-    PollFields,
     bounds_problem,
     check_observer,
-    load_observer,
     poll_problem,
-    read_poll,
 )
 from ome_routing.core.proberules import (
-    CHART_PROBE_FIELD,
-    ProbeFields,
     ProbePolicy,
     probe_bounds_problem,
     probe_problem,
-    read_probe,
 )
 
 __all__ = [
@@ -110,46 +101,6 @@ LOAD_ERROR_PREFIX = "load multi-cluster configuration: unable to parse multiclus
 ROLE_CONTROL_PLANE = "control-plane"
 #: The roles the controller accepts; empty means "not the control plane".
 ROLES: tuple[str, ...] = ("", ROLE_CONTROL_PLANE)
-
-PUBLISHER_FIELD = "routing.publisher"
-RESYNC_FIELD = f"{PUBLISHER_FIELD}.resyncInterval"
-#: The chart's default for `routing.publisher.resyncInterval`, kept when the key is left
-#: out: the publisher's safety resync, for state that no watch event repairs.
-DEFAULT_RESYNC_INTERVAL = Duration(MINUTE)
-
-#: The keys OME reads at each level; any other key is ignored with a warning.
-_KNOWN_KEYS: dict[str, tuple[str, ...]] = {
-    "multicluster": ("enabled", "role", "config"),
-    "": ("workloadCluster", "placement", "endpoint", "routing"),
-    "routing": ("enabled", "observer", "probe", "capacity", "publisher"),
-    OBSERVER_FIELD: (
-        "maxConcurrentReconciles",
-        "maxConcurrentRequests",
-        "maxResponseBytes",
-        "minPeriod",
-        "maxSamples",
-    ),
-    CHART_CAPACITY_FIELD: CAPACITY_FIELDS,
-    "routing.probe": (
-        "path",
-        "method",
-        "acceptStatuses",
-        "gateStatuses",
-        "period",
-        "timeout",
-        "failureThreshold",
-        "successThreshold",
-        "allFailedPolicy",
-    ),
-    PUBLISHER_FIELD: ("name", "resyncInterval", "options"),
-    "endpoint": ENDPOINT_KEYS,
-    "endpoint.gatewayBackend": GATEWAY_BACKEND_KEYS,
-}
-
-
-def unknown_setting(path: str, known: tuple[str, ...]) -> str:
-    """The warning for a key that is ignored."""
-    return f"unknown multi-cluster setting {path} is ignored (known: {', '.join(known)})"
 
 
 class ConfigError(ValueError):
@@ -196,152 +147,7 @@ class OperatorConfig:
         return self.enabled and self.role == ROLE_CONTROL_PLANE and self.routing_enabled
 
 
-# --- unknown keys ----------------------------------------------------------------------
-
-
-def _warnings(multicluster: Mapping[str, Any]) -> tuple[str, ...]:
-    """A warning per unknown key, walking only the levels that are mappings."""
-    lines: list[str] = []
-
-    def visit(block: object, level: str, path: str) -> None:
-        if not isinstance(block, Mapping):
-            return
-        known = _KNOWN_KEYS[level]
-        for key in unknown_fields(block, known):
-            lines.append(unknown_setting(f"{path}{key}", known))
-
-    visit(multicluster, "multicluster", "multicluster.")
-    config = multicluster.get("config")
-    visit(config, "", "")
-    endpoint = config.get("endpoint") if isinstance(config, Mapping) else None
-    visit(endpoint, "endpoint", "endpoint.")
-    if isinstance(endpoint, Mapping):
-        visit(endpoint.get("gatewayBackend"), "endpoint.gatewayBackend", "endpoint.gatewayBackend.")
-    routing = config.get("routing") if isinstance(config, Mapping) else None
-    visit(routing, "routing", "routing.")
-    if isinstance(routing, Mapping):
-        for name in ("observer", "capacity", "probe", "publisher"):
-            level = f"routing.{name}"
-            visit(routing.get(name), level, f"{level}.")
-    return tuple(lines)
-
-
-# --- durations, reported together -------------------------------------------------------
-
-
-def _duration_problems(texts: Mapping[str, str]) -> list[str]:
-    """OME's duration check: each set duration, in byte order of its key."""
-    problems: list[str] = []
-    for key in sorted(texts):
-        text = texts[key]
-        if text == "":
-            continue
-        try:
-            value = parse_duration(text)
-        except DurationError:
-            problems.append(not_a_duration(key, text))
-            continue
-        if value.nanoseconds <= 0:
-            problems.append(f"{key}: {go_q(text)} must be positive")
-    return problems
-
-
-def _resync(text: str, routing_enabled: bool) -> tuple[Duration, str | None]:
-    """`routing.publisher.resyncInterval`: required and positive while routing is on."""
-    if text == "":
-        if routing_enabled:
-            return ZERO, f"{RESYNC_FIELD}: must be positive when routing is enabled"
-        return ZERO, None
-    try:
-        value = parse_duration(text)
-    except DurationError:
-        return ZERO, not_a_duration(RESYNC_FIELD, text)
-    if value.nanoseconds < 0 or (routing_enabled and value.nanoseconds == 0):
-        return value, (
-            f"{RESYNC_FIELD}: {go_q(text)} must be positive when routing is enabled "
-            "and non-negative otherwise"
-        )
-    return value, None
-
-
 # --- the whole configuration ---------------------------------------------------------
-
-
-def _raw_block(value: object, name: str) -> Mapping[str, Any] | None:
-    if value is None:
-        return None
-    return MappingProxyType(dict(read_mapping(value, name)))
-
-
-def _optional_bool(block: Mapping[str, Any], key: str, name: str) -> bool:
-    value = block.get(key)
-    return False if value is None else read_bool(value, name)
-
-
-def _optional_mapping(block: Mapping[str, Any], key: str, name: str) -> Mapping[str, Any]:
-    value = block.get(key)
-    return {} if value is None else read_mapping(value, name)
-
-
-@dataclass(frozen=True, slots=True)
-class _Loaded:
-    """The routing blocks, read by type and not yet judged."""
-
-    routing_enabled: bool
-    observer: dict[str, int | str]
-    poll: PollFields
-    probe: Mapping[str, Any] | None
-    probe_fields: ProbeFields
-    publisher: Mapping[str, Any] | None
-    #: Every duration that OME checks at load, by key as users spell it.
-    durations: dict[str, str]
-    resync_text: str
-    endpoint: EndpointConfig
-
-
-def _load(block: Mapping[str, Any]) -> _Loaded:
-    """Read `config` by type, as OME's JSON decoding does; raises `CapacityRuleError`."""
-    config = _optional_mapping(block, "config", "config")
-    routing = _optional_mapping(config, "routing", "routing")
-    routing_enabled = _optional_bool(routing, "enabled", "routing.enabled")
-    observer = load_observer(routing.get("observer", MISSING))
-    capacity_block = _optional_mapping(routing, "capacity", CHART_CAPACITY_FIELD)
-    poll = read_poll(capacity_block, CHART_CAPACITY_FIELD, strict_durations=False)
-    probe = _raw_block(routing.get("probe"), CHART_PROBE_FIELD)
-    probe_fields = read_probe(probe or {}, CHART_PROBE_FIELD, strict_durations=False)
-    publisher = _raw_block(routing.get("publisher"), PUBLISHER_FIELD)
-    publisher_block = publisher or {}
-    if publisher_block.get("name") is not None:
-        read_string(publisher_block["name"], f"{PUBLISHER_FIELD}.name")
-    read_string_map(publisher_block.get("options"), f"{PUBLISHER_FIELD}.options")
-    resync_text = (
-        duration_text(publisher_block.get("resyncInterval"), RESYNC_FIELD)
-        if "resyncInterval" in publisher_block
-        else str(DEFAULT_RESYNC_INTERVAL)
-    )
-    durations = {
-        f"{CHART_CAPACITY_FIELD}.{key}": duration_text(
-            capacity_block.get(key), f"{CHART_CAPACITY_FIELD}.{key}"
-        )
-        for key in ("period", "timeout", "maxAge")
-    }
-    durations[f"{OBSERVER_FIELD}.minPeriod"] = str(observer["minPeriod"])
-    for key in ("period", "timeout"):
-        name = f"routing.probe.{key}"
-        durations[name] = duration_text((probe or {}).get(key), name)
-    endpoint = load_endpoint(config.get("endpoint"))
-    durations[REFRESH_FIELD] = endpoint.address_refresh_interval
-    return _Loaded(
-        routing_enabled,
-        observer,
-        poll,
-        probe,
-        probe_fields,
-        publisher,
-        durations,
-        resync_text,
-        endpoint,
-    )
 
 
 class _LoadFailure(Exception):
@@ -353,13 +159,13 @@ class _LoadFailure(Exception):
 
 
 def _build(block: Mapping[str, Any]) -> OperatorConfig:
-    enabled = _optional_bool(block, "enabled", "multicluster.enabled")
+    enabled = optional_bool(block, "enabled", "multicluster.enabled")
     role_value = block.get("role")
     role = "" if role_value is None else read_string(role_value, "multicluster.role")
     if role not in ROLES:
         raise invalid(f'multicluster.role {show(role)} must be "{ROLE_CONTROL_PLANE}" or empty')
     try:
-        loaded = _load(block)
+        loaded = load_blocks(block)
     except CapacityRuleError as err:
         if not enabled:  # OME does not read the block at all
             return OperatorConfig(enabled=enabled, role=role)
@@ -373,8 +179,8 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
         return OperatorConfig(enabled=enabled, role=role, routing_enabled=routing_enabled)
 
     # Durations: every syntax error at once, then the publisher's resync.
-    problems = _duration_problems(loaded.durations)
-    resync, resync_problem = _resync(loaded.resync_text, routing_enabled)
+    problems = duration_problems(loaded.durations)
+    resync, resync_problem = check_resync(loaded.resync_text, routing_enabled)
     if resync_problem is not None:
         problems.append(resync_problem)
     problems.extend(endpoint_problems(loaded.endpoint))
@@ -437,7 +243,7 @@ IP_ENDPOINT_SLICES_NOT_BUILT = (
 
 
 def _checked(block: Mapping[str, Any]) -> OperatorConfig:
-    warnings = _warnings(block) if block.get("enabled") is True else ()
+    warnings = unknown_key_warnings(block) if block.get("enabled") is True else ()
     try:
         config = _build(block)
     except _LoadFailure as failure:

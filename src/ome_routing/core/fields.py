@@ -164,3 +164,38 @@ def read_string_map(value: object, field: str) -> tuple[tuple[str, str], ...]:
         name = read_string(key, f"{field} key {show(key)}")
         pairs.append((name, read_string(entry, f"{field}[{show(name)}]")))
     return tuple(sorted(pairs))
+
+
+# --- the fields of a poll or probe block ---------------------------------------------
+# a null or missing field is unset: its zero value, which the rules then judge
+
+
+def block_text(block: Mapping[str, Any], field: str, name: str) -> str:
+    """`block[name]` as a string, "" when null or missing; `field` is the block's name."""
+    value = block.get(name)
+    return "" if value is None else read_string(value, f"{field}.{name}")
+
+
+def block_count(block: Mapping[str, Any], field: str, name: str) -> int:
+    """`block[name]` as a whole number, 0 when null or missing."""
+    value = block.get(name)
+    return 0 if value is None else read_whole_number(value, f"{field}.{name}")
+
+
+def block_durations(
+    block: Mapping[str, Any], field: str, keys: Mapping[str, str], *, strict: bool
+) -> dict[str, Duration]:
+    """The durations `keys` names (values key -> attribute), by attribute; null or missing is 0s.
+
+    With `strict` off, a duration that does not parse reads as unset: the chart reports
+    those together, before any rule (see `core.config`).
+    """
+    durations: dict[str, Duration] = {}
+    for key, attribute in keys.items():
+        try:
+            durations[attribute] = read_duration(block.get(key), f"{field}.{key}")
+        except DurationSyntaxError:
+            if strict:
+                raise
+            durations[attribute] = ZERO
+    return durations

@@ -17,7 +17,8 @@ broken rule (OME reports one at a time) or None:
 The observer limits live here too: `load_observer` reads them as written (a limit left
 out keeps the chart's default), `check_observer` requires each to be positive.
 
-The typed readers and the error types are `core.fields`'s.
+The typed readers and the error types are `core.fields`'s; the rules a poll shares with a
+health probe (request, timing, `disabled`, `minPeriod`) are `core.blockrules`'s.
 """
 
 from __future__ import annotations
@@ -26,19 +27,31 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ome_routing.core.blockrules import (
+    OBSERVER_FIELD,
+    chart_timing_problem,
+    disabled_problem,
+    method_problem,
+    min_period_problem,
+    not_positive,
+    path_problem,
+    service_request_problem,
+    service_timing_problem,
+    when_path_set,
+)
 from ome_routing.core.durations import SECOND, Duration, parse_duration
 from ome_routing.core.fields import (
     ZERO,
     CapacityRuleError,
-    DurationSyntaxError,
     RuleStage,
+    block_count,
+    block_durations,
+    block_text,
     duration_text,
     go_list,
     go_q,
     invalid,
-    read_duration,
     read_mapping,
-    read_string,
     read_string_map,
     read_whole_number,
 )
@@ -63,12 +76,8 @@ __all__ = [
     "service_poll_problem",
 ]
 
-#: The methods a poll may use; HEAD is accepted, as OME does, though its empty body
-#: fails every poll as "not a valid report".
-METHODS: tuple[str, ...] = ("GET", "HEAD", "POST")
-#: Where the chart keeps the poll and the observer limits, as users spell it.
+#: Where the chart keeps the poll, as users spell it (the observer limits: `OBSERVER_FIELD`).
 CHART_CAPACITY_FIELD = "routing.capacity"
-OBSERVER_FIELD = "routing.observer"
 #: A service's own poll, as users spell it.
 SERVICE_CAPACITY_FIELD = "spec.routing.capacity"
 DEFAULT_MIN_PERIOD = Duration(SECOND)
@@ -174,30 +183,14 @@ def read_poll(block: Mapping[str, Any], field: str, *, strict_durations: bool = 
     With `strict_durations` off, a duration that does not parse reads as unset: the
     chart reports those together, before any rule (see `core.config`).
     """
-
-    def text(name: str) -> str:
-        value = block.get(name)
-        return "" if value is None else read_string(value, f"{field}.{name}")
-
-    def count(name: str) -> int:
-        value = block.get(name)
-        return 0 if value is None else read_whole_number(value, f"{field}.{name}")
-
-    durations: dict[str, Duration] = {}
-    for key, attribute in POLL_DURATIONS.items():
-        try:
-            durations[attribute] = read_duration(block.get(key), f"{field}.{key}")
-        except DurationSyntaxError:
-            if strict_durations:
-                raise
-            durations[attribute] = ZERO
+    durations = block_durations(block, field, POLL_DURATIONS, strict=strict_durations)
     return PollFields(
-        path=text("path"),
-        method=text("method"),
-        format=text("format"),
+        path=block_text(block, field, "path"),
+        method=block_text(block, field, "method"),
+        format=block_text(block, field, "format"),
         options=read_string_map(block.get("options"), f"{field}.options"),
-        samples=count("samples"),
-        quorum=count("quorum"),
+        samples=block_count(block, field, "samples"),
+        quorum=block_count(block, field, "quorum"),
         **durations,
     )
 
@@ -274,27 +267,24 @@ def poll_problem(poll: PollFields, formats: Iterable[str] = REGISTERED_FORMATS) 
     Messages name `routing.capacity`; a service's own block puts `spec.` in front.
     """
     f = CHART_CAPACITY_FIELD
-    when = f"when {f}.path is set"
-    if not poll.path.startswith("/"):
-        return f"{f}.path {go_q(poll.path)} must begin with {go_q('/')}"
+    when = when_path_set(f)
+    problem = path_problem(f, poll.path)
+    if problem:
+        return problem
     if not poll.method:
         return f"{f}.method is required {when}"
     if not poll.format:
         return f"{f}.format is required {when}"
-    if poll.method not in METHODS:
-        return f"{f}.method {go_q(poll.method)} must be GET, HEAD, or POST"
-    for name, value in (("period", poll.period), ("timeout", poll.timeout)):
-        if value.nanoseconds <= 0:
-            return f"{f}.{name} must be positive {when}"
-    if poll.timeout >= poll.period:
-        return f"{f}.timeout ({poll.timeout}) must be shorter than {f}.period ({poll.period})"
-    for name, number in (
-        ("maxAge", poll.max_age.nanoseconds),
-        ("samples", poll.samples),
-        ("quorum", poll.quorum),
-    ):
-        if number <= 0:
-            return f"{f}.{name} must be positive {when}"
+    problem = method_problem(f, poll.method) or chart_timing_problem(f, poll.period, poll.timeout)
+    if problem:
+        return problem
+    problem = not_positive(
+        f,
+        (("maxAge", poll.max_age.nanoseconds), ("samples", poll.samples), ("quorum", poll.quorum)),
+        when,
+    )
+    if problem:
+        return problem
     if poll.quorum > poll.samples:
         return f"{f}.quorum ({poll.quorum}) must not exceed {f}.samples ({poll.samples})"
     if poll.quorum > 1 and poll.max_age.nanoseconds // poll.period.nanoseconds < poll.quorum:
@@ -318,11 +308,9 @@ def poll_problem(poll: PollFields, formats: Iterable[str] = REGISTERED_FORMATS) 
 def bounds_problem(poll: PollFields, limits: ObserverLimits) -> str | None:
     """The first observer limit an enabled poll breaks; messages name `routing.capacity`."""
     f = CHART_CAPACITY_FIELD
-    if poll.period < limits.min_period:
-        return (
-            f"{f}.period ({poll.period}) must be at least "
-            f"{OBSERVER_FIELD}.minPeriod ({limits.min_period})"
-        )
+    problem = min_period_problem(f, poll.period, limits.min_period)
+    if problem:
+        return problem
     if poll.samples > limits.max_samples:
         return (
             f"{f}.samples ({poll.samples}) must not exceed "
@@ -331,38 +319,19 @@ def bounds_problem(poll: PollFields, limits: ObserverLimits) -> str | None:
     return None
 
 
-def service_request_problem(field: str, path: str, method: str) -> str | None:
-    """The request rules a service's poll and probe share, first in OME's per-service
-    order for both: a path beginning with `/`, then a method OME sends."""
-    if not path:
-        return f"{field}.path is required"
-    if not path.startswith("/"):
-        return f"{field}.path {go_q(path)} must begin with {go_q('/')}"
-    if not method:
-        return f"{field}.method is required"
-    if method not in METHODS:
-        return f"{field}.method {go_q(method)} must be GET, HEAD, or POST"
-    return None
-
-
 def service_poll_problem(poll: PollFields, disabled: bool) -> str | None:
     """The first rule a service's `spec.routing.capacity` breaks, in OME's per-service order."""
     f = SERVICE_CAPACITY_FIELD
     if disabled:
-        if poll.operational:
-            return f"{f}.disabled must not be combined with capacity configuration fields"
-        return None
-    request = service_request_problem(f, poll.path, poll.method)
-    if request:
-        return request
+        return disabled_problem(f, poll.operational, "capacity")
+    problem = service_request_problem(f, poll.path, poll.method)
+    if problem:
+        return problem
     if not poll.format:
         return f"{f}.format is required"
-    if poll.period.nanoseconds <= 0:
-        return f"{f}.period must be positive"
-    if poll.timeout.nanoseconds <= 0:
-        return f"{f}.timeout must be positive"
-    if poll.timeout >= poll.period:
-        return f"{f}.timeout ({poll.timeout}) must be shorter than period ({poll.period})"
+    problem = service_timing_problem(f, poll.period, poll.timeout)
+    if problem:
+        return problem
     if poll.samples <= 0:
         return f"{f}.samples must be positive"
     if poll.quorum <= 0:

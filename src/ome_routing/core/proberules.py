@@ -13,6 +13,9 @@ without a path is off. Pure checks then judge it, each returning the first broke
 - `service_probe_problem`: OME's per-service rules for `spec.routing.probe`, in OME's
   per-service order (the overlap is checked per gate status; its own wording).
 
+The rules a probe shares with a capacity poll (request, timing, `disabled`,
+`minPeriod`) are `core.blockrules`'s.
+
 `probe_digest` is OME's `policyDigest` of an effective probe: `sha256:` and the
 lower-case hex SHA-256 of compact Go JSON, keys in this order:
 `{"version":1,"path","method","acceptStatuses","gateStatuses","periodNanoseconds",
@@ -27,24 +30,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ome_routing.core.blockrules import (
+    chart_timing_problem,
+    disabled_problem,
+    method_problem,
+    min_period_problem,
+    not_positive,
+    path_problem,
+    service_request_problem,
+    service_timing_problem,
+    when_path_set,
+)
 from ome_routing.core.digests import DIGEST_VERSION, go_json_string
 from ome_routing.core.durations import Duration
 from ome_routing.core.fields import (
     ZERO,
-    DurationSyntaxError,
+    block_count,
+    block_durations,
+    block_text,
     go_q,
     invalid,
-    read_duration,
-    read_string,
     read_whole_number,
     show,
 )
-from ome_routing.core.pollrules import (
-    METHODS,
-    OBSERVER_FIELD,
-    ObserverLimits,
-    service_request_problem,
-)
+from ome_routing.core.pollrules import ObserverLimits
 
 CHART_PROBE_FIELD = "routing.probe"
 SERVICE_PROBE_FIELD = "spec.routing.probe"
@@ -68,6 +77,8 @@ PROBE_FIELDS: tuple[str, ...] = (
     "successThreshold",
     "allFailedPolicy",
 )
+#: The probe's duration fields: values key -> ProbeFields attribute.
+PROBE_DURATIONS: dict[str, str] = {"period": "period", "timeout": "timeout"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,31 +155,15 @@ def read_probe(
     With `strict_durations` off, a duration that does not parse reads as unset: the
     chart reports those together, before any rule (see `core.config`).
     """
-
-    def text(name: str) -> str:
-        value = block.get(name)
-        return "" if value is None else read_string(value, f"{field}.{name}")
-
-    def count(name: str) -> int:
-        value = block.get(name)
-        return 0 if value is None else read_whole_number(value, f"{field}.{name}")
-
-    durations: dict[str, Duration] = {}
-    for key in ("period", "timeout"):
-        try:
-            durations[key] = read_duration(block.get(key), f"{field}.{key}")
-        except DurationSyntaxError:
-            if strict_durations:
-                raise
-            durations[key] = ZERO
+    durations = block_durations(block, field, PROBE_DURATIONS, strict=strict_durations)
     return ProbeFields(
-        path=text("path"),
-        method=text("method"),
+        path=block_text(block, field, "path"),
+        method=block_text(block, field, "method"),
         accept_statuses=_statuses(block.get("acceptStatuses"), f"{field}.acceptStatuses"),
         gate_statuses=_statuses(block.get("gateStatuses"), f"{field}.gateStatuses"),
-        failure_threshold=count("failureThreshold"),
-        success_threshold=count("successThreshold"),
-        all_failed_policy=text("allFailedPolicy"),
+        failure_threshold=block_count(block, field, "failureThreshold"),
+        success_threshold=block_count(block, field, "successThreshold"),
+        all_failed_policy=block_text(block, field, "allFailedPolicy"),
         **durations,
     )
 
@@ -177,42 +172,57 @@ def _valid_status(status: int) -> bool:
     return MIN_STATUS <= status <= MAX_STATUS
 
 
+def _status_problem(
+    field: str, probe: ProbeFields, *, bounds: str, overlap_per_gate: bool
+) -> str | None:
+    """The status lists' rules, statuses in the order written: each in range (`bounds`
+    ends the message), no forbidden gate status; with `overlap_per_gate`, no gate status
+    that is also accepted (the per-service order: checked with each gate status)."""
+    for status in probe.accept_statuses:
+        if not _valid_status(status):
+            return f"{field}.acceptStatuses contains invalid HTTP status {status}{bounds}"
+    for status in probe.gate_statuses:
+        if not _valid_status(status):
+            return f"{field}.gateStatuses contains invalid HTTP status {status}{bounds}"
+        if status in FORBIDDEN_GATE_STATUSES:
+            return f"{field}.gateStatuses must not contain {status}"
+        if overlap_per_gate and status in probe.accept_statuses:
+            return f"{field} status {status} is in both acceptStatuses and gateStatuses"
+    return None
+
+
 def probe_problem(probe: ProbeFields) -> str | None:
     """The first rule an enabled probe breaks, in the chart's order; None when it has none."""
     f = CHART_PROBE_FIELD
-    when = f"when {f}.path is set"
-    if not probe.path.startswith("/"):
-        return f"{f}.path {go_q(probe.path)} must begin with {go_q('/')}"
+    when = when_path_set(f)
+    problem = path_problem(f, probe.path)
+    if problem:
+        return problem
     if not probe.method:
         return f"{f}.method is required {when}"
-    if probe.method not in METHODS:
-        return f"{f}.method {go_q(probe.method)} must be GET, HEAD, or POST"
+    problem = method_problem(f, probe.method)
+    if problem:
+        return problem
     if not probe.accept_statuses:
         return f"{f}.acceptStatuses is required {when}"
     if not probe.gate_statuses:
         return f"{f}.gateStatuses is required {when}"
-    for status in probe.accept_statuses:
-        if not _valid_status(status):
-            return f"{f}.acceptStatuses contains invalid HTTP status {status}"
-    for status in probe.gate_statuses:
-        if not _valid_status(status):
-            return f"{f}.gateStatuses contains invalid HTTP status {status}"
-        if status in FORBIDDEN_GATE_STATUSES:
-            return f"{f}.gateStatuses must not contain {status}"
+    problem = _status_problem(f, probe, bounds="", overlap_per_gate=False)
+    if problem:
+        return problem
     for status in probe.accept_statuses:
         if status in probe.gate_statuses:
             return f"{f}: status {status} is in both acceptStatuses and gateStatuses"
-    for name, value in (("period", probe.period), ("timeout", probe.timeout)):
-        if value.nanoseconds <= 0:
-            return f"{f}.{name} must be positive {when}"
-    if probe.timeout >= probe.period:
-        return f"{f}.timeout ({probe.timeout}) must be shorter than {f}.period ({probe.period})"
-    for name, number in (
-        ("failureThreshold", probe.failure_threshold),
-        ("successThreshold", probe.success_threshold),
-    ):
-        if number <= 0:
-            return f"{f}.{name} must be positive {when}"
+    problem = chart_timing_problem(f, probe.period, probe.timeout) or not_positive(
+        f,
+        (
+            ("failureThreshold", probe.failure_threshold),
+            ("successThreshold", probe.success_threshold),
+        ),
+        when,
+    )
+    if problem:
+        return problem
     if probe.all_failed_policy not in ALL_FAILED_POLICIES:
         return (
             f"{f}.allFailedPolicy {go_q(probe.all_failed_policy)} must be "
@@ -223,45 +233,27 @@ def probe_problem(probe: ProbeFields) -> str | None:
 
 def probe_bounds_problem(probe: ProbeFields, limits: ObserverLimits) -> str | None:
     """The observer limit an enabled probe breaks; messages name `routing.probe`."""
-    if probe.period < limits.min_period:
-        return (
-            f"{CHART_PROBE_FIELD}.period ({probe.period}) must be at least "
-            f"{OBSERVER_FIELD}.minPeriod ({limits.min_period})"
-        )
-    return None
+    return min_period_problem(CHART_PROBE_FIELD, probe.period, limits.min_period)
 
 
 def service_probe_problem(probe: ProbeFields, disabled: bool) -> str | None:
     """The first rule a service's `spec.routing.probe` breaks, in OME's per-service order."""
     f = SERVICE_PROBE_FIELD
     if disabled:
-        if probe.operational:
-            return f"{f}.disabled must not be combined with probe configuration fields"
-        return None
-    request = service_request_problem(f, probe.path, probe.method)
-    if request:
-        return request
+        return disabled_problem(f, probe.operational, "probe")
+    problem = service_request_problem(f, probe.path, probe.method)
+    if problem:
+        return problem
     if not probe.accept_statuses:
         return f"{f}.acceptStatuses is required"
     if not probe.gate_statuses:
         return f"{f}.gateStatuses is required"
-    bounds = "statuses must be between 100 and 599"
-    for status in probe.accept_statuses:
-        if not _valid_status(status):
-            return f"{f}.acceptStatuses contains invalid HTTP status {status}; {bounds}"
-    for status in probe.gate_statuses:
-        if not _valid_status(status):
-            return f"{f}.gateStatuses contains invalid HTTP status {status}; {bounds}"
-        if status in FORBIDDEN_GATE_STATUSES:
-            return f"{f}.gateStatuses must not contain {status}"
-        if status in probe.accept_statuses:
-            return f"{f} status {status} is in both acceptStatuses and gateStatuses"
-    if probe.period.nanoseconds <= 0:
-        return f"{f}.period must be positive"
-    if probe.timeout.nanoseconds <= 0:
-        return f"{f}.timeout must be positive"
-    if probe.timeout >= probe.period:
-        return f"{f}.timeout ({probe.timeout}) must be shorter than period ({probe.period})"
+    bounds = "; statuses must be between 100 and 599"
+    problem = _status_problem(f, probe, bounds=bounds, overlap_per_gate=True) or (
+        service_timing_problem(f, probe.period, probe.timeout)
+    )
+    if problem:
+        return problem
     if probe.failure_threshold <= 0:
         return f"{f}.failureThreshold must be positive"
     if probe.success_threshold <= 0:

@@ -19,7 +19,8 @@ from fractions import Fraction
 from itertools import pairwise
 from typing import Any
 
-from ome_routing.core.capacity import NO_REPORT_YET, CapacitySource, Verdict, allocate
+from ome_routing.core.allocation import CapacitySource, allocate
+from ome_routing.core.capacity import NO_REPORT_YET, Verdict
 from ome_routing.core.conditions import (
     CAPACITY_FALLBACK,
     FALSE,

@@ -19,11 +19,9 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
-import shutil
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +33,6 @@ from ome_routing.demo.scene import (
     ADMITTED,
     HOMES,
     READY,
-    capacities,
-    fallback_condition,
-    home_states,
     placement_status,
     workload_clusters_manifest,
 )
@@ -63,41 +58,31 @@ class NodeDemo(Commands):
         self.work = Path(tempfile.mkdtemp(prefix="ome-routing-demo-node-"))
         self._shown: dict[str, str] = {}
 
-    def run(self) -> bool:
-        failed = True
-        try:
-            with contextlib.ExitStack() as stack:
-                self._start_node(stack)
-                self.say.step(
-                    "Install the controller with helm (the CRDs, and the controller as a pod)"
-                )
-                self._run(CONTROLLER)
-                self._run("kubectl get pods -n ome -o wide")
-                self.say.step("Register the workload clusters worker-a and worker-b")
-                self._run(
-                    f"kubectl apply -f - <<'EOF'\n{workload_clusters_manifest(list(HOMES))}EOF"
-                )
-                self._start_model_servers()
-                reporter = self._install_reporter()
-                self._create_service(reporter)
-                self._wait_for_ceilings()
-                self.say.step("Run the commands of Step 3: Watch the capacity state")
-                self._check(spec.CONDITION_AVAILABLE)
-                self._check(spec.ENTRIES)
-                self._show_fallback()
-                self._summary()
-                if self.keep:
-                    self._keep_until_interrupted()
-            failed = not self.matched
-        except (KeyboardInterrupt, SystemExit):
-            failed = False
-            raise
-        finally:
-            if failed:
-                self.say.detail(f"logs kept in {self.work}")
-            else:
-                shutil.rmtree(self.work, ignore_errors=True)
-        return self.matched
+    def _steps(self, stack: contextlib.ExitStack) -> None:
+        self._start_node(stack)
+        self.say.step("Install the controller with helm (the CRDs, and the controller as a pod)")
+        self._run(CONTROLLER)
+        self._run("kubectl get pods -n ome -o wide")
+        self.say.step("Register the workload clusters worker-a and worker-b")
+        self._run(f"kubectl apply -f - <<'EOF'\n{workload_clusters_manifest(list(HOMES))}EOF")
+        self._start_model_servers()
+        reporter = self._install_reporter()
+        self._create_service(reporter)
+        self._wait_for_ceilings(
+            "The controller pod polls the reporter through its Service every 10s and needs 3 "
+            "readings (quorum: 3): the ceilings come from the third poll on.",
+            120.0,
+        )
+        self.say.step("Run the commands of Step 3: Watch the capacity state")
+        self._check(spec.CONDITION_AVAILABLE)
+        self._check(spec.ENTRIES)
+        self._show_fallback()
+        self._summary()
+        if self.keep:
+            self._keep_until_interrupted(
+                "kubectl get pods -A -o wide",
+                "kubectl logs -n ome -l control-plane=ome-controller-manager",
+            )
 
     # -- steps -------------------------------------------------------------------------------
 
@@ -163,58 +148,13 @@ class NodeDemo(Commands):
         )
         self._check(spec.PLACEMENT_PHASE)
 
-    def _wait_for_ceilings(self) -> None:
-        self.say.step("Wait for both ceilings")
-        self.say.say(
-            "The controller pod polls the reporter through its Service every 10s and needs 3 "
-            "readings (quorum: 3): the ceilings come from the third poll on."
-        )
-        self._wait(
-            lambda m: (
-                all("reported" in c for c in capacities(m))
-                and len(capacities(m)) == 2
-                and fallback_condition(m) == "False"
-            ),
-            120.0,
-            "both homes to get a ceiling",
-        )
-
     def _show_fallback(self) -> None:
         self.say.step("Make one home fall back to its admitted replicas")
         self._run(f"kubectl delete inferenceservice {spec.NAME} -n worker-b")
         self.say.say(
             "worker-b's reporter no longer knows the service and answers its poll with 404."
         )
-        self._wait(
-            lambda m: (
-                fallback_condition(m) == "True"
-                and home_states(m).get("worker-b", "").startswith("capacity endpoint returned")
-            ),
-            60.0,
-            "worker-b to fall back",
-        )
-        self._check(spec.FALLBACK_REASONS)
-        self._check(spec.CONDITION_FALLBACK)
-
-    def _summary(self) -> None:
-        self.say.console.print()
-        if self.matched:
-            self.say.say("Every output matches the specification.")
-        else:
-            self.say.error("Some outputs differ from the specification (see DIFFERS above).")
-
-    def _keep_until_interrupted(self) -> None:
-        assert self.plane is not None
-        self.say.console.print()
-        self.say.say("Everything keeps running until you press Ctrl-C. In another shell:")
-        self.say.output(
-            f"export KUBECONFIG={shlex.quote(str(self.plane.kubeconfig))}\n"
-            f'export PATH={shlex.quote(str(self.plane.bin_dir))}:"$PATH"\n'
-            f"kubectl get pods -A -o wide\n"
-            f"kubectl logs -n ome -l control-plane=ome-controller-manager"
-        )
-        with contextlib.suppress(KeyboardInterrupt):
-            threading.Event().wait()
+        self._check_fallback(60.0)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -233,28 +173,14 @@ class NodeDemo(Commands):
                 raise DemoError(f"the model servers of {home} did not run within {_POD_WAIT:.0f}s")
             time.sleep(0.5)
 
-    def _wait(self, done: Callable[[Mapping[str, Any]], bool], timeout: float, what: str) -> None:
+    def _log(self) -> str:
+        """The controller pod's log, as a failed wait quotes it."""
         assert self.plane is not None
-        started = time.monotonic()
-        while True:
-            trafficmap = self._trafficmap()
-            if trafficmap is not None:
-                for cluster, state in sorted(home_states(trafficmap).items()):
-                    if self._shown.get(cluster) != state:
-                        self._shown[cluster] = state
-                        self.say.detail(f"{time.monotonic() - started:5.1f}s  {cluster}: {state}")
-                if done(trafficmap):
-                    return
-            if time.monotonic() - started > timeout:
-                logs = self.plane.kubectl(
-                    "logs", "-n", "ome", "-l", "control-plane=ome-controller-manager", "--tail=30",
-                    check=False,
-                )  # fmt: skip
-                raise DemoError(
-                    f"gave up waiting for {what} after {timeout:.0f}s; the controller's log:\n"
-                    f"{logs.stdout or logs.stderr}"
-                )
-            time.sleep(0.5)
+        logs = self.plane.kubectl(
+            "logs", "-n", "ome", "-l", "control-plane=ome-controller-manager", "--tail=30",
+            check=False,
+        )  # fmt: skip
+        return f"the controller's log:\n{logs.stdout or logs.stderr}"
 
 
 def _running(pod: Mapping[str, Any]) -> bool:

@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ome_routing.demo import spec
-
-if TYPE_CHECKING:
-    from ome_routing.demo.run import Demo
+from ome_routing.demo.commands import Commands
+from ome_routing.demo.reporters import LoopbackReporters
 
 STEPS = 3
 #: The guide's probe, with a period of 2s instead of 10s.
@@ -78,9 +77,8 @@ def gated(cluster: str) -> Callable[[Mapping[str, Any]], bool]:
     return done
 
 
-def run_probe_steps(demo: Demo) -> None:
+def run_probe_steps(demo: Commands, reporters: LoopbackReporters) -> None:
     """Probe the homes, gate worker-b, and let it back in."""
-    assert demo.reporters is not None
     say = demo.say
     say.step("Probe each home's model server at /v1/models (the probes guide, Step 2)")
     say.say(
@@ -96,7 +94,7 @@ def run_probe_steps(demo: Demo) -> None:
     demo.run_command(PROBE_STATE)
 
     say.step("Stop worker-b's health answer: its model server answers 503")
-    demo.reporters["worker-b"].health.switch(503)
+    reporters["worker-b"].health.switch(503)
     demo.wait_for(gated("worker-b"), TIMEOUT, "worker-b to be gated")
     demo.run_command(PROBE_STATE)
     demo.run_command(GATE_STATE)
@@ -106,7 +104,7 @@ def run_probe_steps(demo: Demo) -> None:
     )
 
     say.step("Bring worker-b's health answer back")
-    demo.reporters["worker-b"].health.switch(200)
+    reporters["worker-b"].health.switch(200)
     demo.wait_for(all_passing, TIMEOUT, "worker-b's gate to lift")
     demo.run_command(PROBE_STATE)
     say.say("OK: two passes in a row lifted the gate; worker-b has its weight back.")

@@ -20,9 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
-import shutil
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,9 +35,6 @@ from ome_routing.demo.scene import (
     ADMITTED,
     HOMES,
     READY,
-    capacities,
-    fallback_condition,
-    home_states,
     placement_status,
     workload_clusters_manifest,
 )
@@ -102,39 +97,35 @@ class Demo(Commands):
 
     # -- running ------------------------------------------------------------------------------
 
-    def run(self) -> bool:
-        """Run every step; True when every output matched the specification."""
-        failed = True  # keep the logs of a run that failed, not of one that was interrupted
-        try:
-            with contextlib.ExitStack() as stack:
-                stack.callback(self._cleaned_up)
-                self._start_control_plane(stack)
-                self._register_clusters()
-                self._start_reporters(stack)
-                if self.options.traffic:
-                    self._start_gateway(stack)
-                self._create_service()
-                self._start_controller(stack)
-                self._wait_for_ceilings()
-                self._check_capacity_state()
-                if self.options.traffic:
-                    self._show_traffic()
-                self._show_fallback()
-                self._show_gauge()
-                probes.run_probe_steps(self)
-                self._summary()
-                if self.options.keep:
-                    self._keep_until_interrupted()
-            failed = not self.matched
-        except (KeyboardInterrupt, SystemExit):
-            failed = False
-            raise
-        finally:
-            if failed:
-                self.say.detail(f"logs kept in {self.work}")
-            else:
-                shutil.rmtree(self.work, ignore_errors=True)
-        return self.matched
+    def _steps(self, stack: contextlib.ExitStack) -> None:
+        stack.callback(self._cleaned_up)
+        self._start_control_plane(stack)
+        self._register_clusters()
+        self._start_reporters(stack)
+        if self.options.traffic:
+            self._start_gateway(stack)
+        self._create_service()
+        self._start_controller(stack)
+        self._wait_for_ceilings(
+            "The service polls every 10s and needs 3 readings in a row (quorum: 3), "
+            "so each home gets its ceiling from the third poll on, about 20 seconds in.",
+            self.options.ceiling_timeout,
+        )
+        self._check_capacity_state()
+        if self.options.traffic:
+            self._show_traffic()
+        self._show_fallback()
+        self._show_gauge()
+        assert self.reporters is not None
+        probes.run_probe_steps(self, self.reporters)
+        self._summary()
+        if self.options.keep:
+            assert self.controller is not None
+            self._keep_until_interrupted(
+                f"kubectl get trafficmap {spec.NAME} -n {spec.NAMESPACE} -o yaml",
+                f"curl -s {self.controller.metrics_url}",
+                f"tail -f {shlex.quote(str(self.controller.log))}",
+            )
 
     # -- steps -----------------------------------------------------------------------------------
 
@@ -277,22 +268,6 @@ class Demo(Commands):
         except TrafficError as err:
             raise DemoError(str(err)) from None
 
-    def _wait_for_ceilings(self) -> None:
-        self.say.step("Wait for both ceilings")
-        self.say.say(
-            "The service polls every 10s and needs 3 readings in a row (quorum: 3), "
-            "so each home gets its ceiling from the third poll on, about 20 seconds in."
-        )
-        self._wait(
-            lambda m: (
-                all("reported" in c for c in capacities(m))
-                and len(capacities(m)) == 2
-                and fallback_condition(m) == "False"
-            ),
-            self.options.ceiling_timeout,
-            "both homes to get a ceiling",
-        )
-
     def _check_capacity_state(self) -> None:
         self.say.step("Run the commands of Step 3: Watch the capacity state")
         self._check(spec.CONDITION_AVAILABLE)
@@ -310,16 +285,7 @@ class Demo(Commands):
             "worker-b's poll now reaches the model server, which answers 404, as when the "
             "route to the reporter is missing."
         )
-        self._wait(
-            lambda m: (
-                fallback_condition(m) == "True"
-                and home_states(m).get("worker-b", "").startswith("capacity endpoint returned")
-            ),
-            self.options.fallback_timeout,
-            "worker-b to fall back",
-        )
-        self._check(spec.FALLBACK_REASONS)
-        self._check(spec.CONDITION_FALLBACK)
+        self._check_fallback(self.options.fallback_timeout)
 
     def _show_gauge(self) -> None:
         assert self.controller is not None
@@ -342,27 +308,6 @@ class Demo(Commands):
             self.say.say("OK: one home without a ceiling")
         else:
             self.say.error(f"DIFFERS: expected {expected}")
-
-    def _summary(self) -> None:
-        self.say.console.print()
-        if self.matched:
-            self.say.say("Every output matches the specification.")
-        else:
-            self.say.error("Some outputs differ from the specification (see DIFFERS above).")
-
-    def _keep_until_interrupted(self) -> None:
-        assert self.plane is not None and self.controller is not None
-        self.say.console.print()
-        self.say.say("Everything keeps running until you press Ctrl-C. In another shell:")
-        self.say.output(
-            f"export KUBECONFIG={shlex.quote(str(self.plane.kubeconfig))}\n"
-            f'export PATH={shlex.quote(str(self.plane.bin_dir))}:"$PATH"\n'
-            f"kubectl get trafficmap {spec.NAME} -n {spec.NAMESPACE} -o yaml\n"
-            f"curl -s {self.controller.metrics_url}\n"
-            f"tail -f {shlex.quote(str(self.controller.log))}"
-        )
-        with contextlib.suppress(KeyboardInterrupt):
-            threading.Event().wait()
 
     def _cleaned_up(self) -> None:
         # Runs last on the way out: the ExitStack has already stopped everything after it.

@@ -4,9 +4,9 @@
     PYTHONPATH=<tree> python ...                             # imports the compiled modules
 
 The modules every capacity poll runs through (`HOT_MODULES`: the observer's transport,
-flight, pool, schedule, budget, time limits and recording, and the core's window and
-report) are compiled by mypyc from their unchanged source, with the mypy that
-`constraints.txt` pins. The controller image ships them beside the source; a checkout and a
+flight, pool, schedule, budget, time limits and recording, and the core's window, its
+allocation and the report) are compiled by mypyc from their unchanged source, with the
+mypy that `constraints.txt` pins. The controller image ships them beside the source; a checkout and a
 `pip install` run the source itself, which behaves the same and costs more CPU per poll
 (`bench/poll_throughput`). `make test` runs the unit and integration suites on both.
 
@@ -32,6 +32,7 @@ from ome_routing.devcluster.tools import Progress, _locked, cache_dir
 
 #: The modules compiled, relative to `src/`: what a capacity poll runs through.
 HOT_MODULES = (
+    "ome_routing/core/allocation.py",
     "ome_routing/core/capacity.py",
     "ome_routing/core/report.py",
     "ome_routing/observer/budget.py",

@@ -10,6 +10,13 @@ and waits until they are gone; it also runs at interpreter exit and on SIGTERM. 
 
 It never binds or connects to anything but 127.0.0.1.
 
+Why one module of ~450 lines: it is one object, `LocalControlPlane`, whose lifecycle
+(start with its retries on a taken port, attach, stop at exit and on SIGTERM), state file
+and kubectl helpers share the same processes and state, and whose launch steps
+(`_launch`, `_spawn`, `_expose`) are the hooks `node_plane.NodeControlPlane` overrides.
+Its parts elsewhere already have modules of their own: processes, certificates, the
+kubeconfig, the API client, the tools.
+
 Errors: `ControlPlaneError` (did not start, or a kubectl call failed; the message carries the
 process log or kubectl's output verbatim). `PkiError` and `ToolsError` come from making the
 certificates and the binaries.
@@ -176,9 +183,9 @@ class LocalControlPlane:
 
     @property
     def dir(self) -> Path:
-        if self._dir is None:
-            raise ControlPlaneError("the control plane has no directory before start()")
-        return self._dir
+        return processes.started(
+            self._dir, ControlPlaneError, "the control plane has no directory before start()"
+        )
 
     @property
     def kubeconfig(self) -> Path:

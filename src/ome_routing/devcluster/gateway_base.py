@@ -174,15 +174,13 @@ class SandboxedGateway:
     @property
     def port(self) -> int:
         """The port on 127.0.0.1 where the data plane serves the Gateway's listener."""
-        if self._port is None:
-            raise GatewayError("the gateway has no port before start()")
-        return self._port
+        return processes.started(self._port, GatewayError, "the gateway has no port before start()")
 
     @property
     def dir(self) -> Path:
-        if self._dir is None:
-            raise GatewayError("the gateway has no directory before start()")
-        return self._dir
+        return processes.started(
+            self._dir, GatewayError, "the gateway has no directory before start()"
+        )
 
     @property
     def gateway_ref(self) -> str:
@@ -191,9 +189,9 @@ class SandboxedGateway:
 
     @property
     def sandbox(self) -> NameSandbox:
-        if self._sandbox is None:
-            raise GatewayError("the gateway has no name sandbox before start()")
-        return self._sandbox
+        return processes.started(
+            self._sandbox, GatewayError, "the gateway has no name sandbox before start()"
+        )
 
     @property
     def pid(self) -> int:

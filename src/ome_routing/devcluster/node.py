@@ -65,6 +65,7 @@ from ome_routing.devcluster.tools import Tools, ensure_tools
 
 STATE_FILE = "node.json"
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_NOT_STARTED = "the local node is not started"
 
 
 class NodeError(RuntimeError):
@@ -189,15 +190,11 @@ class LocalNode:
 
     @property
     def plane(self) -> LocalControlPlane:
-        if self._plane is None:
-            raise NodeError("the local node is not started")
-        return self._plane
+        return processes.started(self._plane, NodeError, _NOT_STARTED)
 
     @property
     def sandbox(self) -> NodeSandbox:
-        if self._sandbox is None:
-            raise NodeError("the local node is not started")
-        return self._sandbox
+        return processes.started(self._sandbox, NodeError, _NOT_STARTED)
 
     @property
     def kubeconfig(self) -> Path:

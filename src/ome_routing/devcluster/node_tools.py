@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ome_routing.devcluster.debian import install_packages, missing_packages
 from ome_routing.devcluster.tools import (
     Progress,
     ToolsError,
@@ -128,19 +129,10 @@ def ensure_node_tools(progress: Progress | None = None, cache: Path | None = Non
 
 def ensure_debian_packages(say: Progress) -> None:
     """runc, the CNI plugins, iptables, umoci and skopeo, with apt-get when one is missing."""
-    missing = [package for program, package in DEBIAN_PACKAGES.items() if not shutil.which(program)]
+    missing = missing_packages(DEBIAN_PACKAGES)
     if not (CNI_DIR / "bridge").is_file() or not (CNI_DIR / "host-local").is_file():
         missing.append(CNI_PACKAGE)
-    if not missing:
-        return
-    if os.geteuid() != 0:
-        raise ToolsError(f"the local node needs {', '.join(missing)}: install them as root")
-    say(f"installing {' '.join(missing)} with apt-get")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
-    if subprocess.run(install, capture_output=True, env=env, check=False).returncode != 0:
-        _run(["apt-get", "update", "-q"], "apt-get update", env=env)
-        _run(install, "apt-get install", env=env)
+    install_packages(missing, say, needed_by="the local node")
 
 
 def _which(program: str) -> str:

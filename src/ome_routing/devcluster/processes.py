@@ -5,6 +5,9 @@ it is meant to outlive this process (`ome-routing dev up`), asks the kernel to k
 its parent dies (PR_SET_PDEATHSIG), so that even a SIGKILLed test run leaves nothing behind.
 A process is named by its pid and its start time (field 22 of /proc/PID/stat), so a pid that
 was recycled by the time `dev down` runs is never signalled.
+
+`started` is what the owners of such processes (the control plane, the node, the gateways)
+give for a value they have only once `start()` has run.
 """
 
 from __future__ import annotations
@@ -20,9 +23,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 _PR_SET_PDEATHSIG = 1
+_T = TypeVar("_T")
+
+
+def started(value: _T | None, error: type[Exception], message: str) -> _T:
+    """`value`, which `start()` set; before it (None), `error(message)` is raised."""
+    if value is None:
+        raise error(message)
+    return value
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lightkube import ApiError, AsyncClient
 
@@ -44,21 +44,18 @@ from ome_routing.kube.homes import ServiceKey
 from ome_routing.kube.homes import home_keys as home_keys
 from ome_routing.kube.mapwrites import Conflict, MapWrites
 from ome_routing.kube.mapwrites import StaleSnapshot as StaleSnapshot
+from ome_routing.kube.pollmetrics import PollMetrics
 from ome_routing.kube.probing import ProbeTargets
 from ome_routing.kube.reconcile import Frozen, NotOurs, Routed, Unrouted
-from ome_routing.kube.resources import InferenceService, TrafficMap
+from ome_routing.kube.resources import InferenceService
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
 from ome_routing.observer.budget import RequestBudget
-from ome_routing.observer.failures import Outcome
 from ome_routing.observer.homes import wall_clock
-from ome_routing.observer.observer import Observer, PollEvent
+from ome_routing.observer.observer import Observer
 from ome_routing.observer.polling import PollClient
-from ome_routing.observer.prober import ProbeEvent, Prober
-
-if TYPE_CHECKING:
-    from prometheus_client import Counter, Histogram
+from ome_routing.observer.prober import Prober
 
 log = logging.getLogger("ome_routing.controller")
 
@@ -73,37 +70,6 @@ RESYNC_SECONDS = 600.0
 WRITE_GRACE_SECONDS = 5.0
 _RETRY_START = 1.0
 _RETRY_MAX = 60.0
-
-
-class _MetricsStats:
-    """Feeds finished polls into the Prometheus metrics.
-
-    The series a poll touches are looked up once, here: a `labels()` lookup on every
-    poll cost more than the counting itself (about 5 of 9 us a poll).
-    """
-
-    def __init__(self, metrics: RoutingMetrics) -> None:
-        self._metrics = metrics
-        # made at the first poll that needs them, as `labels()` would: a series appears
-        # once it has something to say
-        self._polls: dict[Outcome, Counter] = {}
-        self._capacity_wait: Histogram | None = None
-
-    def poll_finished(self, event: PollEvent) -> None:
-        polls = self._polls.get(event.outcome)
-        if polls is None:
-            polls = self._metrics.polls.labels(outcome=str(event.outcome))
-            self._polls[event.outcome] = polls
-        polls.inc()
-        self._metrics.poll_duration.observe(event.latency)
-        wait = self._capacity_wait
-        if wait is None:
-            wait = self._capacity_wait = self._metrics.budget_wait.labels(kind="capacity")
-        wait.observe(event.waited)
-
-    def probe_finished(self, event: ProbeEvent) -> None:
-        self._metrics.probes.labels(result=str(event.result)).inc()
-        self._metrics.budget_wait.labels(kind="probe").observe(event.waited)
 
 
 class Controller:
@@ -156,14 +122,14 @@ class Controller:
             poll_client,
             on_change=self._on_verdict_change,
             clock=self._clock,
-            stats=_MetricsStats(self._metrics),
+            stats=PollMetrics(self._metrics),
         )
         self._observer = observer
         prober = Prober(
             poll_client,
             on_change=self._on_verdict_change,
             clock=self._clock,
-            stats=_MetricsStats(self._metrics),
+            stats=PollMetrics(self._metrics),
         )
         self._probes = ProbeTargets(prober, self._clock)
         caches = self._caches
@@ -382,13 +348,8 @@ class Controller:
 
     async def _start_over(self, key: ServiceKey) -> str:
         """A write met a newer map, or none: read it, and reconcile again at once from it."""
-        assert self._maps is not None and self._writes is not None
-        live = await self._writes.read_live(TrafficMap, key)
-        if live is not None:
-            self._maps.remember(live)
-        elif (cached := self._maps.cache.get(key)) is not None:
-            # gone: not again at once from the cache's copy, ahead of the watch's event
-            self._maps.forget(key, str((cached.get("metadata") or {}).get("resourceVersion")))
+        assert self._writes is not None
+        await self._writes.refresh(key)
         self._queue.add(key)
         return "conflict"
 

@@ -6,6 +6,8 @@
   `ome-trafficmap-routing`, carrying the map's resourceVersion; only when they changed,
   and on a conflict merged into the map read again (as OME's `RetryOnConflict`).
 - `delete`: with OME's preconditions on the map's UID and resourceVersion.
+- `refresh`: the map read again from the API server into the shared cache (or out of it,
+  when it is gone), after a write met a newer map or none.
 - `fence_plan`: OME's fence before a spec with a plan ID is written: the InferenceService
   as the API server holds it now must be the one the spec was computed from.
 
@@ -78,6 +80,19 @@ class MapWrites:
                 return None
             raise
 
+    async def refresh(self, key: ServiceKey) -> RawObject | None:
+        """The map as the API server holds it now, put into the shared cache; None when gone.
+
+        A map that is gone leaves the cache (the version the cache holds), ahead of the
+        watch's event, so that nothing reconciles again at once from the cache's copy.
+        """
+        live = await self.read_live(TrafficMap, key)
+        if live is not None:
+            self._maps.remember(live)
+        elif (cached := self._maps.cache.get(key)) is not None:
+            self._maps.forget(key, str((cached.get("metadata") or {}).get("resourceVersion")))
+        return live
+
     async def fence_plan(self, key: ServiceKey, isvc: RawObject) -> None:
         live = await self.read_live(InferenceService, key)
         if live is None or not same_snapshot(isvc, live):
@@ -128,10 +143,9 @@ class MapWrites:
                 await self._send("status", write)
                 return
             except Conflict:
-                live = await self.read_live(TrafficMap, key) if attempt + 1 < STATUS_TRIES else None
+                live = await self.refresh(key) if attempt + 1 < STATUS_TRIES else None
                 if live is None:
                     raise
-                self._maps.remember(live)
                 tmap = live
 
     async def delete(self, key: ServiceKey, tmap: RawObject) -> None:

@@ -6,6 +6,12 @@ reports in `status.traffic` (algorithm, policy, targeted HTTPRoutes, the
 its canary, and each component's revision weights. Values outside OME's closed sets are
 issues, never copied text; nothing here claims the data plane realized what is reported.
 Routing's TrafficMaps are not part of it (`placement endpoint` shows them).
+
+Why one module of ~450 lines: it is one projection, `_Projector`, whose sections
+(`status.traffic` and its conditions, the addresses, the canary, the revision weights)
+all add to the same report, issue list and summary, in OME's order, which `truncate` and
+`finish` then close. Its checks of single values (`traffic_checks`), its inputs
+(`traffic_inputs`) and its printing (`traffic_tables`) are modules of their own already.
 """
 
 from __future__ import annotations

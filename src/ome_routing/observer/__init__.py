@@ -6,7 +6,7 @@ failures to the core. It never computes weights.
 - `RequestBudget` (budget): the `maxConcurrentRequests` slots polls and probes share.
 - `PollClient`, `build_request`, `request_for_url`, `join_poll_url`, `poll_target`
   (polling): one poll, and its URL as OME builds it (`urls`: Go's `url.Parse`, OME's
-  canonical endpoint, Go's `url.JoinPath`).
+  canonical endpoint, Go's `url.JoinPath`); `PollRequest` (request): what they build.
 - `Observer` (observer): one window per home; verdict changes. Its schedule and place in
   the budget's line are `dispatch`; what it holds of a home is `homes`; a poll underway is
   `flight`.
@@ -29,13 +29,13 @@ from ome_routing.observer.observer import (
 )
 from ome_routing.observer.polling import (
     PollClient,
-    PollRequest,
     PollResult,
     build_request,
     join_poll_url,
     poll_target,
     request_for_url,
 )
+from ome_routing.observer.request import PollRequest
 from ome_routing.observer.tuning import pace_collections, tune_gc
 
 __all__ = [

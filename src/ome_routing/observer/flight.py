@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ome_routing.core.durations import Duration
 from ome_routing.core.report import Reading, ReportError, parse_report
@@ -31,10 +31,8 @@ from ome_routing.observer.budget import RequestBudget
 from ome_routing.observer.deadlines import Deadlines
 from ome_routing.observer.failures import Outcome, PollFailure
 from ome_routing.observer.pool import Pool
+from ome_routing.observer.request import PollRequest
 from ome_routing.observer.transport import CLOSED_EARLY, Connection, StaleConnection
-
-if TYPE_CHECKING:
-    from ome_routing.observer.polling import PollRequest
 
 #: The name of the tasks that open a poll's connection (it starts with `observer.WORKER_NAME`).
 CONNECT_TASK = "capacity poller connecting"

@@ -21,7 +21,8 @@ from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.observer import failures
 from ome_routing.observer.failures import PollFailure
 from ome_routing.observer.flight import Flight
-from ome_routing.observer.polling import PollRequest, build_request
+from ome_routing.observer.polling import build_request
+from ome_routing.observer.request import PollRequest
 
 HomeKey = Hashable
 Clock = Callable[[], datetime]

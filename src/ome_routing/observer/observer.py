@@ -71,8 +71,9 @@ from ome_routing.observer.homes import (
     wall_clock,
     window_settings,
 )
-from ome_routing.observer.polling import PollClient, PollRequest
+from ome_routing.observer.polling import PollClient
 from ome_routing.observer.rejudging import Rejudging
+from ome_routing.observer.request import PollRequest
 from ome_routing.observer.scheduling import advance, first_offset
 from ome_routing.observer.stats import NoStats as NoStats
 from ome_routing.observer.stats import PollCounts as PollCounts

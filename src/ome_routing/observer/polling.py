@@ -23,7 +23,7 @@ fallback reason; `PollClient.poll` returns it in a `PollResult` instead of raisi
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, NamedTuple
 
@@ -39,10 +39,10 @@ from ome_routing.observer.failures import PollFailure
 from ome_routing.observer.flight import Flight, Sender, failed, out_of_time
 from ome_routing.observer.flight import PollResult as PollResult  # where it used to be
 from ome_routing.observer.pool import Pool
+from ome_routing.observer.request import PollRequest
 from ome_routing.observer.transport import (
     CLOSED_EARLY,
     Connection,
-    Origin,
     Resolver,
     StaleConnection,
     origin_of,
@@ -63,21 +63,6 @@ _HEADERS = {
     "Accept-Encoding": "identity",
     "User-Agent": f"ome-routing/{__version__}",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class PollRequest:
-    """A request ready to send: where, with which method, and its bytes.
-
-    The URL is kept as text (for logs and tests); what is sent is `head`.
-    """
-
-    url: str
-    method: str
-    #: where its connection goes
-    origin: Origin
-    #: the request line and headers, as sent
-    head: bytes
 
 
 def _prepared(url: URL, method: str) -> PollRequest:

@@ -48,7 +48,8 @@ from ome_routing.core.probes import (
     transport_error,
 )
 from ome_routing.observer.failures import Outcome, PollFailure
-from ome_routing.observer.polling import PollClient, PollRequest, poll_target, probe_request
+from ome_routing.observer.polling import PollClient, poll_target, probe_request
+from ome_routing.observer.request import PollRequest
 from ome_routing.observer.scheduling import DueQueue, advance, first_offset
 from ome_routing.observer.urls import URLError, join_path
 

@@ -24,7 +24,8 @@ What it keeps of a client's duties:
   (the server dropped it while idle) is retried once on a fresh one for a GET, as Go's
   transport retries a request it may replay.
 
-`observer.pool.Pool` keeps the idle connections and opens new ones.
+`observer.pool.Pool` keeps the idle connections and opens new ones; a connection knows it
+only as its `Keeper`.
 
 Failures are `failures.PollFailure`s with the fallback reasons of the aiohttp client it
 replaces: before the status line and headers they are "unreachable", after them
@@ -37,15 +38,12 @@ import asyncio
 import contextlib
 import socket
 from ipaddress import ip_address
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 import httptools
 
 from ome_routing.observer import failures
 from ome_routing.observer.failures import PollFailure
-
-if TYPE_CHECKING:
-    from ome_routing.observer.pool import Pool
 
 #: The most bytes the status line and headers of an answer may take.
 HEAD_LIMIT = 65536
@@ -107,6 +105,21 @@ class Waiter(Protocol):
     def set_exception(self, exception: BaseException, /) -> None: ...
 
 
+class Keeper(Protocol):
+    """What a connection needs of the pool that keeps it (`pool.Pool`)."""
+
+    loop: asyncio.AbstractEventLoop
+
+    def write(self, connection: Connection, head: bytes) -> None:
+        """Write a request on `connection` at the end of this turn of the event loop."""
+
+    def release(self, connection: Connection) -> None:
+        """Keep a connection whose answer was read whole for the next request."""
+
+    def forget(self, connection: Connection) -> None:
+        """A connection that is closing: never hand it out again."""
+
+
 class StaleConnection(Exception):
     """A reused connection closed before any byte of the answer: the request may go again."""
 
@@ -141,7 +154,7 @@ class Connection(asyncio.Protocol):
     # attributes named here may be deleted
     __deletable__ = ("_parser",)
 
-    def __init__(self, pool: Pool, origin: Origin) -> None:
+    def __init__(self, pool: Keeper, origin: Origin) -> None:
         self._pool = pool
         self.origin = origin
         self._transport: asyncio.Transport | None = None

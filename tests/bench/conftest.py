@@ -1,0 +1,35 @@
+"""Every benchmark of bench/, once at a tiny size (tests/bench/test_benches_smoke.py).
+
+Every test here is marked `bench`. Before the first, what the benches build or install is
+made ready, so that a first build is not cut by a test's timeout: the control plane's
+binaries and the Gateway API's CRDs, the gateways' binaries (as root, who alone runs them),
+and Debian's nginx-light and wrk (as root; another user has the tests that need them skip).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.plane_fixtures import prepare_tools
+from tests.suite_hooks import Progress, register
+
+from ome_routing.devcluster.debian import install_packages, missing_packages
+from ome_routing.devcluster.gateway_tools import ensure_gateway_api_crds
+from ome_routing.devcluster.gateways import GATEWAY_NAMES, ensure_gateway_binaries
+
+BENCH_TESTS = Path(__file__).parent
+#: Debian's packages of the benches that poll nginx on loopback: {program: package}.
+NGINX_AND_WRK = {"nginx": "nginx-light", "wrk": "wrk"}
+
+
+def _prepare(progress: Progress) -> None:
+    prepare_tools(progress)
+    ensure_gateway_api_crds(progress=progress)
+    if os.geteuid() == 0:
+        for kind in GATEWAY_NAMES:
+            ensure_gateway_binaries(kind, progress=progress)
+        install_packages(missing_packages(NGINX_AND_WRK), progress, needed_by="the benchmarks")
+
+
+register(BENCH_TESTS, ["bench"], _prepare, label="bench tools")

@@ -1,0 +1,99 @@
+"""Each benchmark runs, at a size that takes seconds, and prints its figures.
+
+No figure is asserted (they depend on the machine): only that the bench exits 0 and
+prints the header of its figures, so that a change that breaks a bench's imports or the
+interfaces it drives fails here rather than on its next real run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ome_routing.devcluster.debian import missing_packages
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Bench:
+    script: str
+    #: its flags for a tiny size
+    tiny: str
+    #: a line of the figures it prints (stdout)
+    header: str
+    #: Debian's packages it polls or loads through: {program: package}
+    programs: tuple[tuple[str, str], ...] = ()
+    #: why it needs root, if it does
+    root: str = ""
+
+
+NGINX = (("nginx", "nginx-light"),)
+BENCHES = [
+    Bench("report_decoding/run.py", "--rounds 1", "this tree"),
+    Bench(
+        "reporter_counting/run.py",
+        "--services 20 --pods 3 --rounds 1",
+        "answer, nothing changed:",
+    ),
+    Bench(
+        "probe_lag/run.py",
+        "--homes 50 --period 1s --warmup 1 --seconds 2",
+        "lastProbeTime lag behind its deadline",
+        NGINX,
+    ),
+    Bench(
+        "poll_throughput/run.py",
+        "--seconds 1 --rounds 1 --saturate-homes 50 --lag-homes 50 --lag-period 1 --lag-seconds 2 --source",
+        "(d) observer, 50 homes",
+        (*NGINX, ("wrk", "wrk")),
+    ),
+    Bench(
+        "controller_scale/run.py",
+        "--services 3 --probes 1 --trials 1 --steady-seconds 1 --quiet-seconds 1 --no-restart",
+        '"converge_seconds"',
+        NGINX,
+    ),
+    Bench(
+        "publisher_latency/run.py",
+        "--services 1 --trials 1",
+        "TrafficMap write -> HTTPRoute write",
+    ),
+    Bench(
+        "gateway_split/run.py",
+        "--requests 30 --trials 1",
+        "change latency over 1 trials",
+        root="not root, so no gateway traffic (it needs a private mount namespace)",
+    ),
+    # The scenario itself runs in tests/chaos; this checks that the bench finds it.
+    Bench(
+        "chaos/hostile.py",
+        "--seconds 1 --collect-only",
+        "test_a_thousand_hostile_homes_get_only_the_guides_reasons_and_flat_memory",
+    ),
+]
+
+
+@pytest.mark.parametrize("bench", BENCHES, ids=[b.script.split("/")[0] for b in BENCHES])
+def test_the_bench_runs_at_a_tiny_size_and_prints_its_figures(bench: Bench) -> None:
+    if bench.root and os.geteuid() != 0:
+        pytest.skip(f"bench/{bench.script}: {bench.root}")
+    missing = missing_packages(dict(bench.programs))
+    if missing and os.geteuid() != 0:
+        pytest.skip(f"bench/{bench.script} needs {', '.join(missing)}: install them as root")
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / bench.script), *bench.tiny.split()],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    output = f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, output
+    assert bench.header in result.stdout, output
