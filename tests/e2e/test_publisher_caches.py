@@ -23,8 +23,9 @@ from publisher_harness import gateway_api
 from ome_routing.core.endpoint import EndpointConfig, parse_host_template
 from ome_routing.core.publication import Publication, Source, plan_publication
 from ome_routing.core.publication_status import Reason
+from ome_routing.kube.publish_checks import PublishError
 from ome_routing.kube.published import HTTPRoute, PublishedObjects
-from ome_routing.kube.publishing import PublishError, Publishing
+from ome_routing.kube.publishing import Publishing
 
 __all__ = ["gateway_api"]  # fixtures
 

@@ -21,7 +21,8 @@ from lightkube.types import PatchType
 from ome_routing.core.endpoint import EndpointConfig
 from ome_routing.core.publication import source_selector
 from ome_routing.core.publication_status import Reason
-from ome_routing.kube.publishing import PublishError, Publishing, fenced_delete
+from ome_routing.kube.publish_checks import PublishError
+from ome_routing.kube.publishing import Publishing, fenced_delete
 
 pytestmark = pytest.mark.timeout(120)
 

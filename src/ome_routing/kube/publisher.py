@@ -1,5 +1,9 @@
 """The publisher: a second, leader-only reconciler that writes each TrafficMap to a route.
 
+(One module of about 450 lines, on purpose: one reconciler whose steps, in OME's order,
+share its queue, caches and journal; its inputs are read in `kube.publisher_inputs`, its
+writes made in `kube.publishing`.)
+
 It watches TrafficMaps and InferenceServices and reconciles one map at a time, in
 OME's order (`core.publication_status` holds the conditions, `kube.publishing` the
 writes):
@@ -84,9 +88,10 @@ from ome_routing.core.publication_status import (
 from ome_routing.kube import reconcile
 from ome_routing.kube.caches import SharedCaches
 from ome_routing.kube.controller import WRITE_GRACE_SECONDS, _finish_when_cancelled
+from ome_routing.kube.publish_checks import PublishError
 from ome_routing.kube.published import PublishedObjects
 from ome_routing.kube.publisher_inputs import meta, options, owner_problem, source, withdrawn
-from ome_routing.kube.publishing import FIELD_MANAGER, PublishError, Publishing
+from ome_routing.kube.publishing import FIELD_MANAGER, Publishing
 from ome_routing.kube.resources import TrafficMap
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.kube.workqueue import WorkQueue

@@ -1,5 +1,9 @@
 """The publisher's writes on the control plane: routes, backend Services, slices, policies.
 
+(One module of about 450 lines, on purpose: `Publishing` is one object, the client, the
+endpoint settings, the caches and the counters, whose steps in OME's order share them;
+the pure checks are in `kube.publish_checks`, the caches in `kube.published`.)
+
 `Publishing` carries out a `core.publication.Publication` in OME's order: ownership
 preflight (nothing written yet), then Services, then EndpointSlices and
 BackendTLSPolicies, then the route, then the pruning of stale slices, policies and
@@ -56,7 +60,6 @@ from ome_routing.core.publication import (
     source_selector,
 )
 from ome_routing.core.publication_objects import (
-    GATEWAY_GROUP,
     endpoint_slice_body,
     endpoint_slice_name,
     route_body,
@@ -64,6 +67,19 @@ from ome_routing.core.publication_objects import (
     tls_policy_body,
 )
 from ome_routing.core.publication_status import Reason
+from ome_routing.kube.publish_checks import (
+    PublishError,
+    api_message,
+    as_raw,
+    not_found,
+    object_key,
+    owned_or_absent,
+    plural,
+    publishes,
+    selected,
+    subset,
+    zero_weights,
+)
 from ome_routing.kube.published import (
     BackendTLSPolicy,
     EndpointSlice,
@@ -79,37 +95,6 @@ Raw = dict[str, Any]
 SourceKey = tuple[str, str]
 #: What a preflight read, by (resource, name) in the route's namespace: for `apply`.
 Seen = dict[tuple[Any, str], Raw | None]
-
-
-class PublishError(Exception):
-    def __init__(self, reason: Reason, message: str, *, terminal: bool) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.terminal = terminal
-
-
-def _plural(kind: str) -> str:
-    return kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
-
-
-def _not_found(err: Exception) -> bool:
-    """A 404: the API server answers an unknown kind with a plain page, not a Status."""
-    if isinstance(err, ApiError):
-        return err.status.code == 404
-    return isinstance(err, httpx2.HTTPStatusError) and err.response.status_code == 404
-
-
-def _raw(obj: Any) -> Raw:
-    return dict(obj.to_dict()) if hasattr(obj, "to_dict") else dict(obj)
-
-
-def _api(err: ApiError) -> str:
-    return str(err.status.message or err.status.reason or err.status.code)
-
-
-def _key(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
 class Publishing:
@@ -133,9 +118,9 @@ class Publishing:
         """The object, or None when it (or its whole kind: no CRD) is not there."""
         self.reads += 1
         try:
-            return _raw(await self._client.get(resource, name, namespace=namespace))
+            return as_raw(await self._client.get(resource, name, namespace=namespace))
         except (ApiError, httpx2.HTTPStatusError) as err:
-            if _not_found(err):
+            if not_found(err):
                 return None
             raise
 
@@ -151,7 +136,7 @@ class Publishing:
     def _wrote(self, resource: Any, written: Any) -> Raw:
         """Count a write and put what the API server answered into the cache."""
         self.writes += 1
-        raw = _raw(written)
+        raw = as_raw(written)
         if self._objects is not None:
             self._objects.remember(resource, raw)
         return raw
@@ -165,39 +150,12 @@ class Publishing:
             async for obj in self._client.list(
                 resource, namespace=namespace, labels=dict(labels) if labels else None
             ):
-                yield _raw(obj)
+                yield as_raw(obj)
         except (ApiError, httpx2.HTTPStatusError) as err:
-            if not _not_found(err):
+            if not not_found(err):
                 raise
 
     # --- preflight --------------------------------------------------------------------
-
-    def _owned_or_absent(
-        self, kind: str, namespace: str, name: str, read: object, source: SourceKey
-    ) -> None:
-        """Check what a read of one of our names gave (the object, None, or its error)."""
-        if isinstance(read, ApiError):
-            raise PublishError(
-                Reason.CLAIM_REJECTED,
-                f"read global {kind} {namespace}/{name}: {_api(read)}",
-                terminal=False,
-            ) from read
-        if isinstance(read, BaseException):
-            raise read
-        if not isinstance(read, dict):
-            return
-        if not owned_by(read, *source):
-            raise PublishError(
-                Reason.CLAIM_REJECTED,
-                f"global {kind} {namespace}/{name} belongs to another source",
-                terminal=True,
-            )
-        if (read.get("metadata") or {}).get("deletionTimestamp"):
-            raise PublishError(
-                Reason.CLAIM_REJECTED,
-                f"global {kind} {namespace}/{name} is terminating",
-                terminal=False,
-            )
 
     async def _cached(self, method: str, resource: Any, namespace: str, name: str | None) -> Raw:
         """A read as the API server's watch cache holds it (`resourceVersion=0`), as OME's
@@ -222,7 +180,7 @@ class Publishing:
             items: list[Raw] = (await self._cached("list", HTTPRoute, "*", None)).get("items") or []
             return items
         except (ApiError, httpx2.HTTPStatusError) as err:
-            return [] if _not_found(err) else err
+            return [] if not_found(err) else err
         except Exception as err:  # checked in OME's order by the caller
             return err
 
@@ -249,28 +207,28 @@ class Publishing:
                 return_exceptions=True,
             ),
         )
-        self._owned_or_absent(wanted[0][1], ns, wanted[0][2], objects[0], source)
+        owned_or_absent(wanted[0][1], ns, wanted[0][2], objects[0], source)
         gateway = gateway_key(self._config, ns)
         if isinstance(routes, ApiError):
             raise PublishError(
                 Reason.CLAIM_REJECTED,
-                f"list HTTPRoutes for Gateway hostname ownership: {_api(routes)}",
+                f"list HTTPRoutes for Gateway hostname ownership: {api_message(routes)}",
                 terminal=False,
             ) from routes
         if isinstance(routes, BaseException):
             raise routes
-        for route in sorted(routes, key=_key):
-            if _key(route) == route_key:
+        for route in sorted(routes, key=object_key):
+            if object_key(route) == route_key:
                 continue
-            if _publishes(route, gateway, plan.host):
+            if publishes(route, gateway, plan.host):
                 raise PublishError(
                     Reason.CLAIM_REJECTED,
                     f'Gateway hostname "{plan.host}" on {gateway[0]}/{gateway[1]} is already '
-                    f"published by HTTPRoute {_key(route)}",
+                    f"published by HTTPRoute {object_key(route)}",
                     terminal=True,
                 )
         for (_, kind, name), read in zip(wanted[1:], objects[1:], strict=True):
-            self._owned_or_absent(kind, ns, name, read, source)
+            owned_or_absent(kind, ns, name, read, source)
         return {
             (resource, name): read if isinstance(read, dict) else None
             for (resource, _, name), read in zip(wanted, objects, strict=True)
@@ -307,7 +265,7 @@ class Publishing:
             verb = "create" if existing is None else "update"
             raise PublishError(
                 Reason.APPLY_FAILED,
-                f"{verb} global {kind} {namespace}/{name}: {_api(err)}",
+                f"{verb} global {kind} {namespace}/{name}: {api_message(err)}",
                 terminal=False,
             ) from err
 
@@ -326,7 +284,7 @@ class Publishing:
         same = (old_meta.get("labels") or {}) == meta["labels"] and all(
             body.get(part) == existing.get(part)
             if exact
-            else _subset(body.get(part), existing.get(part))
+            else subset(body.get(part), existing.get(part))
             for part in compare
         )
         if same:
@@ -386,7 +344,7 @@ class Publishing:
             if isinstance(owned, ApiError):
                 raise PublishError(
                     Reason.APPLY_FAILED,
-                    f"list global {_plural(kind)} for {source[0]}/{source[1]}: {_api(owned)}",
+                    f"list global {plural(kind)} for {source[0]}/{source[1]}: {api_message(owned)}",
                     terminal=False,
                 ) from owned
             if isinstance(owned, BaseException):
@@ -400,7 +358,7 @@ class Publishing:
     async def _owned(self, resource: Any, namespace: str, selector: Mapping[str, str]) -> list[Raw]:
         objects = self._objects
         if objects is not None and objects.holds(resource):
-            return [obj for obj in objects.items(resource) if _selected(obj, namespace, selector)]
+            return [obj for obj in objects.items(resource) if selected(obj, namespace, selector)]
         return [obj async for obj in self._list(resource, namespace, selector)]
 
     async def _delete(self, resource: Any, kind: str, obj: Raw) -> None:
@@ -423,7 +381,7 @@ class Publishing:
             if err.status.code != 404:
                 raise PublishError(
                     Reason.APPLY_FAILED,
-                    f"delete global {kind} {namespace}/{name}: {_api(err)}",
+                    f"delete global {kind} {namespace}/{name}: {api_message(err)}",
                     terminal=False,
                 ) from err
 
@@ -435,7 +393,7 @@ class Publishing:
         except ApiError as err:
             raise PublishError(
                 Reason.APPLY_FAILED,
-                f"read claimed HTTPRoute {namespace}/{name}: {_api(err)}",
+                f"read claimed HTTPRoute {namespace}/{name}: {api_message(err)}",
                 terminal=False,
             ) from err
         if route is not None and not owned_by(route, *source):
@@ -451,7 +409,7 @@ class Publishing:
     ) -> Raw | None:
         """Set every weight of a claimed route to 0; returns the route (None if gone)."""
         route = await self._claimed_route(namespace, name, source)
-        if route is None or not _zero_weights(route):
+        if route is None or not zero_weights(route):
             return route
         try:
             replaced = await self._client.replace(
@@ -460,7 +418,7 @@ class Publishing:
         except ApiError as err:
             raise PublishError(
                 reason,
-                f"zero claimed HTTPRoute {namespace}/{name} backend weights: {_api(err)}",
+                f"zero claimed HTTPRoute {namespace}/{name} backend weights: {api_message(err)}",
                 terminal=False,
             ) from err
         return self._wrote(HTTPRoute, replaced)
@@ -477,7 +435,7 @@ class Publishing:
         except ApiError as err:
             raise PublishError(
                 Reason.APPLY_FAILED,
-                f"confirm claimed HTTPRoute {namespace}/{name} deletion: {_api(err)}",
+                f"confirm claimed HTTPRoute {namespace}/{name} deletion: {api_message(err)}",
                 terminal=False,
             ) from err
         if remaining is not None:
@@ -490,51 +448,3 @@ class Publishing:
     async def delete_source_objects(self, namespace: str, source: SourceKey) -> None:
         """Every slice, policy and Service published for the service in one namespace."""
         await self._prune(namespace, source, ())
-
-
-def _subset(desired: Any, actual: Any) -> bool:
-    """Whether `actual` holds everything `desired` says (the server may add defaults)."""
-    if isinstance(desired, Mapping):
-        if not isinstance(actual, Mapping):
-            return False
-        return all(_subset(v, actual.get(k)) for k, v in desired.items())
-    if isinstance(desired, list):
-        if not isinstance(actual, list) or len(actual) != len(desired):
-            return False
-        return all(_subset(d, a) for d, a in zip(desired, actual, strict=True))
-    return bool(desired == actual)
-
-
-def _selected(obj: Raw, namespace: str, selector: Mapping[str, str]) -> bool:
-    """Whether a cached object is in `namespace` and carries every label of `selector`."""
-    meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    return bool(
-        meta.get("namespace") == namespace and all(labels.get(k) == v for k, v in selector.items())
-    )
-
-
-def _zero_weights(route: Raw) -> bool:
-    changed = False
-    for rule in (route.get("spec") or {}).get("rules") or []:
-        for ref in rule.get("backendRefs") or []:
-            if ref.get("weight") != 0:
-                ref["weight"] = 0
-                changed = True
-    return changed
-
-
-def _publishes(route: Mapping[str, Any], gateway: tuple[str, str], host: str) -> bool:
-    """Whether another route lists exactly `host` and attaches to the same Gateway."""
-    spec = route.get("spec") or {}
-    if host not in (spec.get("hostnames") or []):
-        return False
-    route_ns = (route.get("metadata") or {}).get("namespace") or ""
-    for parent in spec.get("parentRefs") or []:
-        if parent.get("group") not in (None, GATEWAY_GROUP):
-            continue
-        if parent.get("kind") not in (None, "Gateway"):
-            continue
-        if (parent.get("namespace") or route_ns, parent.get("name")) == gateway:
-            return True
-    return False
