@@ -12,6 +12,7 @@ from ome_routing.devcluster.promtool import (
     prometheus_release,
     promtool_target,
 )
+from ome_routing.devcluster.tools import ensure_binary
 
 
 @pytest.mark.parametrize(
@@ -57,3 +58,25 @@ def test_the_repository_pins_the_module_it_builds() -> None:
     assert module.is_dir(), module
     name = promtool_target(Path("/cache"), module).name
     assert re.fullmatch(r"promtool-v0\.\d+\.\d+-[0-9a-f]{12}", name), name
+
+
+def test_a_cached_binary_is_built_once_and_rebuilt_when_its_stamp_is_missing(
+    tmp_path: Path,
+) -> None:
+    """`tools.ensure_binary`, which the promtool, Traefik and Contour caches go through."""
+    target = tmp_path / "thing-v1-abc"
+    binary = target / "thing"
+    builds: list[str] = []
+
+    def build() -> None:
+        builds.append("built")
+        target.mkdir(parents=True, exist_ok=True)
+        binary.write_text("#!/bin/true\n")
+        (target / ".complete").write_text("")
+
+    assert ensure_binary(tmp_path, target, binary, build, lambda _m: None) == binary
+    assert ensure_binary(tmp_path, target, binary, build, lambda _m: None) == binary
+    assert builds == ["built"]
+    (target / ".complete").unlink()  # an interrupted build leaves no stamp
+    ensure_binary(tmp_path, target, binary, build, lambda _m: None)
+    assert builds == ["built", "built"]

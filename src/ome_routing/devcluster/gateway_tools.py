@@ -40,6 +40,7 @@ from ome_routing.devcluster.tools import (
     _require,
     build_staged,
     cache_dir,
+    ensure_binary,
     tools_module_dir,
 )
 
@@ -85,15 +86,14 @@ def ensure_traefik(progress: Progress | None = None, cache: Path | None = None) 
     root = cache or cache_dir()
     module_dir = traefik_module_dir()
     version = pinned_version(TRAEFIK_MODULE, module_dir)
-    target = root / f"traefik-{version}-{_build_key(module_dir)}"
-    binary = target / "traefik"
-    if _complete(target, binary):
-        return binary
-    root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / ".lock", say):
-        if not _complete(target, binary):
-            _build_traefik(module_dir, target, version, say)
-    return binary
+    target = root / f"traefik-{version}-{build_key(module_dir)}"
+    return ensure_binary(
+        root,
+        target,
+        target / "traefik",
+        lambda: _build_traefik(module_dir, target, version, say),
+        say,
+    )
 
 
 def ensure_contour(progress: Progress | None = None, cache: Path | None = None) -> Path:
@@ -102,21 +102,18 @@ def ensure_contour(progress: Progress | None = None, cache: Path | None = None) 
     root = cache or cache_dir()
     module_dir = contour_module_dir()
     version = pinned_version(CONTOUR_MODULE, module_dir)
-    target = root / f"contour-{version}-{_build_key(module_dir)}"
-    binary = target / "contour"
-    if _complete(target, binary):
-        return binary
-    root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / ".lock", say):
-        if not _complete(target, binary):
-            _require("go", "to build Contour (Go 1.25 or newer)")
-            say(f"building Contour {version} from the Go module proxy into {target} (once)")
-            started = time.monotonic()
-            build_staged(
-                module_dir, target, f"{CONTOUR_MODULE} {version}", say, label=lambda _: "contour"
-            )
-            say(f"Contour ready in {target} ({time.monotonic() - started:.0f}s)")
-    return binary
+    target = root / f"contour-{version}-{build_key(module_dir)}"
+
+    def build() -> None:
+        _require("go", "to build Contour (Go 1.25 or newer)")
+        say(f"building Contour {version} from the Go module proxy into {target} (once)")
+        started = time.monotonic()
+        build_staged(
+            module_dir, target, f"{CONTOUR_MODULE} {version}", say, label=lambda _: "contour"
+        )
+        say(f"Contour ready in {target} ({time.monotonic() - started:.0f}s)")
+
+    return ensure_binary(root, target, target / "contour", build, say)
 
 
 def ensure_contour_crds(progress: Progress | None = None, cache: Path | None = None) -> Path:
@@ -168,7 +165,8 @@ def ensure_gateway_api_crds(progress: Progress | None = None, cache: Path | None
     return target
 
 
-def _build_key(module_dir: Path) -> str:
+def build_key(module_dir: Path) -> str:
+    """The cache key of what a helper module builds: its go.mod, go.sum and build.sh."""
     digest = hashlib.sha256()
     for name in _BUILD_INPUTS:
         digest.update(name.encode() + b"\0" + (module_dir / name).read_bytes() + b"\0")

@@ -17,14 +17,13 @@ import re
 import time
 from pathlib import Path
 
-from ome_routing.devcluster.gateway_tools import _build_key, pinned_version
+from ome_routing.devcluster.gateway_tools import build_key, pinned_version
 from ome_routing.devcluster.tools import (
     Progress,
-    _complete,
-    _locked,
     _require,
     build_staged,
     cache_dir,
+    ensure_binary,
     tools_module_dir,
 )
 
@@ -50,7 +49,7 @@ def promtool_target(root: Path, module_dir: Path) -> Path:
     """The cache folder of the promtool that `module_dir` builds: a change to its go.mod,
     go.sum or build.sh is a new folder, so a new build."""
     version = pinned_version(PROMETHEUS_MODULE, module_dir)
-    return root / f"promtool-{version}-{_build_key(module_dir)}"
+    return root / f"promtool-{version}-{build_key(module_dir)}"
 
 
 def ensure_promtool(progress: Progress | None = None, cache: Path | None = None) -> Path:
@@ -59,14 +58,9 @@ def ensure_promtool(progress: Progress | None = None, cache: Path | None = None)
     root = cache or cache_dir()
     module_dir = promtool_module_dir()
     target = promtool_target(root, module_dir)
-    binary = target / "promtool"
-    if _complete(target, binary):
-        return binary
-    root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / ".lock", say):
-        if not _complete(target, binary):
-            _build(module_dir, target, say)
-    return binary
+    return ensure_binary(
+        root, target, target / "promtool", lambda: _build(module_dir, target, say), say
+    )
 
 
 def _build(module_dir: Path, target: Path, say: Progress) -> None:

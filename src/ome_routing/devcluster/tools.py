@@ -135,6 +135,20 @@ def _build_key(tools_dir: Path) -> str:
     return digest.hexdigest()[:12]
 
 
+def ensure_binary(
+    root: Path, target: Path, binary: Path, build: Callable[[], None], say: Progress
+) -> Path:
+    """`binary` in its cache folder `target` under `root`, made by `build` once: checked
+    again under the cache's lock, so that two processes never build it both."""
+    if _complete(target, binary):
+        return binary
+    root.mkdir(parents=True, exist_ok=True)
+    with _locked(root / ".lock", say):
+        if not _complete(target, binary):
+            build()
+    return binary
+
+
 @contextlib.contextmanager
 def _locked(path: Path, say: Progress) -> Iterator[None]:
     with path.open("a") as handle:
