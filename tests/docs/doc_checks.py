@@ -29,6 +29,7 @@ from functools import cache
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import pytest
 from doc_commands import CommandTree, invocations, logical_lines
 from markdown_blocks import MARKER_KINDS, Document, Fence, parse
 
@@ -69,6 +70,23 @@ def docs_of(root: Path) -> list[Doc]:
 def marker_kind(fence: Fence) -> str | None:
     """The kind of the marker right before the block, when it is a valid one."""
     return fence.marker.kind if fence.marker is not None and fence.marker.valid else None
+
+
+def blocks_marked(kind: str) -> list[tuple[Doc, Fence]]:
+    """The shell blocks of the README and docs/ whose marker is `kind`, in order."""
+    return [
+        (doc, fence)
+        for doc in docs_of(REPO_ROOT)
+        for fence in doc.document.fences
+        if fence.is_shell and marker_kind(fence) == kind
+    ]
+
+
+def check_block(doc: Doc, fence: Fence, env: Mapping[str, str]) -> None:
+    """Run one block from the repository's root; a failure names file:line and its output."""
+    run = run_block(block_script(fence), cwd=REPO_ROOT, env=env)
+    if run.returncode != 0:
+        pytest.fail(describe_failure(doc.label, fence, run), pytrace=False)
 
 
 def marker_problems(doc: Doc) -> list[str]:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from doc_checks import REPO_ROOT, block_environment, docs_of, marker_kind
+from doc_checks import block_environment, blocks_marked
 from tests.suite_hooks import Progress, register
 
 from ome_routing.devcluster import LocalControlPlane, ensure_tools
@@ -25,11 +25,7 @@ CONTROL_PLANE_DIR = Path(__file__).parent
 
 
 def control_plane_blocks_exist() -> bool:
-    return any(
-        fence.is_shell and marker_kind(fence) == "run control-plane"
-        for doc in docs_of(REPO_ROOT)
-        for fence in doc.document.fences
-    )
+    return bool(blocks_marked("run control-plane"))
 
 
 def _prepare(progress: Progress) -> None:

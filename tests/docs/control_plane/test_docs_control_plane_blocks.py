@@ -8,23 +8,10 @@ namespace of its own.
 from __future__ import annotations
 
 import pytest
-from doc_checks import (
-    REPO_ROOT,
-    Doc,
-    block_script,
-    describe_failure,
-    docs_of,
-    marker_kind,
-    run_block,
-)
+from doc_checks import Doc, blocks_marked, check_block
 from markdown_blocks import Fence
 
-BLOCKS = [
-    (doc, fence)
-    for doc in docs_of(REPO_ROOT)
-    for fence in doc.document.fences
-    if fence.is_shell and marker_kind(fence) == "run control-plane"
-]
+BLOCKS = blocks_marked("run control-plane")
 
 
 @pytest.mark.parametrize(
@@ -33,6 +20,4 @@ BLOCKS = [
 def test_control_plane_block_exits_zero(
     doc: Doc, fence: Fence, control_plane_block_env: dict[str, str]
 ) -> None:
-    run = run_block(block_script(fence), cwd=REPO_ROOT, env=control_plane_block_env)
-    if run.returncode != 0:
-        pytest.fail(describe_failure(doc.label, fence, run), pytrace=False)
+    check_block(doc, fence, control_plane_block_env)
