@@ -27,12 +27,14 @@ image: $(STAMP)
 	$(BIN)/ome-routing dev image --source .
 
 ## demo: capacity polling end to end on a local control plane, checked against the specification,
-## then real requests through the published gateway (Traefik, built by `tools`). The gateway runs
-## in a private mount namespace, which needs root; as another user the demo runs without it.
-demo: tools
-	@if [ "$$(id -u)" = 0 ]; then $(BIN)/ome-routing demo --traffic; \
+## then real requests through the published gateway (Traefik). It builds only what it runs: the
+## control plane's tools, and Traefik as root. The gateway runs in a private mount namespace,
+## which needs root; as another user the demo runs without it.
+demo: $(STAMP)
+	@if [ "$$(id -u)" = 0 ]; then $(BIN)/ome-routing dev tools --only control-plane --only traefik \
+	  && $(BIN)/ome-routing demo --traffic; \
 	else echo "make demo: not root, so no gateway traffic (it needs a private mount namespace)"; \
-	  $(BIN)/ome-routing demo; fi
+	  $(BIN)/ome-routing dev tools --only control-plane && $(BIN)/ome-routing demo; fi
 
 ## check: lint, format, types and layer contracts
 check: $(STAMP)

