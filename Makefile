@@ -45,9 +45,9 @@ check: $(STAMP)
 
 ## test: everything CI runs: checks, the whole test suite (as root, tests/node's one-node
 ## Kubernetes too), then the unit and integration suites again on the poll path compiled
-## with mypyc, as the controller image ships it
+## with mypyc, as the controller image ships it. The slowest 20 tests are printed at the end.
 test: check tools
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=20
 	$(MAKE) --no-print-directory test-compiled
 
 ## test-compiled: the unit and integration suites on the compiled poll path (cached build)
