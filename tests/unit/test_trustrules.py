@@ -203,6 +203,11 @@ class TestAddressRule:
                 "::1",
                 "address ::1 is not in routing.observer.allowCIDRs",
             ),
+            (
+                {"denyCIDRs": ["169.254.0.0/16"]},
+                "metadata.internal",
+                "address metadata.internal is not an IP address",
+            ),
         ],
     )
     def test_deny_wins_then_a_non_empty_allow_list_must_match(

@@ -140,7 +140,10 @@ def refusal(address: str, settings: TrustSettings) -> str | None:
     """
     if not settings.allow and not settings.deny:
         return None
-    ip = ip_address(address.split("%", 1)[0])
+    try:
+        ip = ip_address(address.split("%", 1)[0])
+    except ValueError:  # a resolver that answered something else: never connected to
+        return f"address {address} is not an IP address"
     if isinstance(ip, IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     for network in settings.deny:
