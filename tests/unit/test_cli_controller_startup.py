@@ -81,10 +81,14 @@ def test_an_unreadable_poll_trust_file_stops_the_controller_naming_field_and_fil
 ) -> None:
     """Ours: the transport settings' files are read at start, before the API server."""
     missing = tmp_path / "ca.crt"
-    values = (EXAMPLES / "values.yaml").read_text().replace(
-        "        enabled: true\n",
-        f"        enabled: true\n        observer:\n          caBundleFile: {missing}\n",
-        1,
+    values = (
+        (EXAMPLES / "values.yaml")
+        .read_text()
+        .replace(
+            "        enabled: true\n",
+            f"        enabled: true\n        observer:\n          caBundleFile: {missing}\n",
+            1,
+        )
     )
     assert str(missing) in values
     code, lines = start(tmp_path, values)
