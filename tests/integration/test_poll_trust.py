@@ -23,7 +23,9 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from click.testing import CliRunner
 
+from ome_routing.cli.reporter import reporter
 from ome_routing.core.trustrules import TrustSettings, load_trust
 from ome_routing.devcluster.pki import Pki, make_pki
 from ome_routing.observer import failures
@@ -378,3 +380,25 @@ async def test_the_reporter_serves_a_poll_over_tls_to_a_private_ca(
     async with PollClient(RequestBudget(1), 65536, resolver=resolver, trust=no_cert) as c:
         refused = await c.poll(request, TIMEOUT)
     assert refused.outcome is failures.Outcome.UNREACHABLE
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--client-ca-file", "ca.crt"], "--client-ca-file needs --tls-cert-file and"),
+        (["--tls-cert-file", "tls.crt"], "give both --tls-cert-file and --tls-private-key-file"),
+        (
+            ["--tls-cert-file", "/nonexistent/tls.crt", "--tls-private-key-file", "/x/tls.key"],
+            "--tls-cert-file /nonexistent/tls.crt and --tls-private-key-file /x/tls.key "
+            "cannot be loaded: no such file or directory",
+        ),
+    ],
+    ids=["client-ca-alone", "cert-alone", "missing-files"],
+)
+@pytest.mark.parametrize("mode", [["--servable", "1"], ["--kubernetes"]], ids=["fixed", "kube"])
+def test_the_reporter_refuses_tls_options_that_cannot_work(
+    args: list[str], message: str, mode: list[str]
+) -> None:
+    result = CliRunner().invoke(reporter, [*mode, "--port", "0", *args])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
