@@ -74,3 +74,29 @@ def test_the_warning_comes_before_the_error_it_explains(tmp_path: Path) -> None:
         ),
     ]
     assert code == 1
+
+
+def test_an_unreadable_poll_trust_file_stops_the_controller_naming_field_and_file(
+    tmp_path: Path,
+) -> None:
+    """Ours: the transport settings' files are read at start, before the API server."""
+    missing = tmp_path / "ca.crt"
+    values = (
+        (EXAMPLES / "values.yaml")
+        .read_text()
+        .replace(
+            "        enabled: true\n",
+            f"        enabled: true\n        observer:\n          caBundleFile: {missing}\n",
+            1,
+        )
+    )
+    assert str(missing) in values
+    code, lines = start(tmp_path, values)
+    assert [level_and_message(line) for line in lines] == [
+        (
+            "ERROR",
+            f'invalid multi-cluster configuration: routing.observer.caBundleFile "{missing}" '
+            "cannot be read: no such file or directory",
+        )
+    ]
+    assert code == 1

@@ -894,7 +894,9 @@ class TestUnknownKeys:
             (
                 values_with(observer={"maxSample": 5}),
                 "routing.observer.maxSample is ignored (known: maxConcurrentReconciles, "
-                "maxConcurrentRequests, maxResponseBytes, minPeriod, maxSamples)",
+                "maxConcurrentRequests, maxResponseBytes, minPeriod, maxSamples, "
+                "caBundleFile, clientCertFile, clientKeyFile, bearerTokenFile, allowCIDRs, "
+                "denyCIDRs)",
             ),
             (
                 values_with(capacity={"disabled": True}),

@@ -43,8 +43,67 @@ missing one was removed on purpose: it is written as null, and the controller re
 {{- $_ := set $observer $key nil -}}
 {{- end -}}
 {{- end -}}
+{{- include "ome-resources.pollTrustFiles" (dict "trust" (default dict .Values.pollTrust) "observer" $observer) -}}
 {{- $_ := set $routing "observer" $observer -}}
 {{- $_ := set $config "routing" $routing -}}
 {{- $_ := set $mc "config" $config -}}
 {{- toYaml $mc -}}
+{{- end -}}
+
+{{/* Where the pollTrust Secrets and ConfigMaps are mounted in the controller's pod. */}}
+{{- define "ome-resources.pollTrustDir" -}}/etc/ome-routing/poll-trust{{- end -}}
+
+{{/*
+The pollTrust sources that are set, as a list of (name, secretName, configMapName): the
+volumes and mounts of the Deployment, one directory each under pollTrustDir.
+*/}}
+{{- define "ome-resources.pollTrustSources" -}}
+{{- $trust := default dict .Values.pollTrust -}}
+{{- $ca := default dict $trust.caBundle -}}
+{{- $cert := default dict $trust.clientCertificate -}}
+{{- $token := default dict $trust.bearerToken -}}
+{{- $sources := list -}}
+{{- if or $ca.secretName $ca.configMapName -}}
+{{- $sources = append $sources (dict "name" "ca" "secretName" ($ca.secretName | default "") "configMapName" ($ca.configMapName | default "")) -}}
+{{- end -}}
+{{- if $cert.secretName -}}
+{{- $sources = append $sources (dict "name" "client" "secretName" $cert.secretName "configMapName" "") -}}
+{{- end -}}
+{{- if $token.secretName -}}
+{{- $sources = append $sources (dict "name" "token" "secretName" $token.secretName "configMapName" "") -}}
+{{- end -}}
+{{- toYaml (dict "sources" $sources) -}}
+{{- end -}}
+
+{{/*
+Name the mounted pollTrust files in routing.observer (ours, not OME's keys), for the
+controller to read. A file named both ways is refused: the two would disagree.
+*/}}
+{{- define "ome-resources.pollTrustFiles" -}}
+{{- $dir := include "ome-resources.pollTrustDir" . -}}
+{{- $observer := .observer -}}
+{{- $ca := default dict .trust.caBundle -}}
+{{- $cert := default dict .trust.clientCertificate -}}
+{{- $token := default dict .trust.bearerToken -}}
+{{- if and $ca.secretName $ca.configMapName -}}
+{{- fail (printf "pollTrust.caBundle: set secretName (%q) or configMapName (%q), not both" $ca.secretName $ca.configMapName) -}}
+{{- end -}}
+{{- $files := list -}}
+{{- if or $ca.secretName $ca.configMapName -}}
+{{- $files = append $files (list "caBundleFile" (printf "%s/ca/%s" $dir ($ca.key | default "ca.crt")) "pollTrust.caBundle") -}}
+{{- end -}}
+{{- if $cert.secretName -}}
+{{- $files = append $files (list "clientCertFile" (printf "%s/client/%s" $dir ($cert.certKey | default "tls.crt")) "pollTrust.clientCertificate") -}}
+{{- $files = append $files (list "clientKeyFile" (printf "%s/client/%s" $dir ($cert.keyKey | default "tls.key")) "pollTrust.clientCertificate") -}}
+{{- end -}}
+{{- if $token.secretName -}}
+{{- $files = append $files (list "bearerTokenFile" (printf "%s/token/%s" $dir ($token.key | default "token")) "pollTrust.bearerToken") -}}
+{{- end -}}
+{{- range $files -}}
+{{- $key := index . 0 -}}
+{{- if get $observer $key -}}
+{{- fail (printf "%s mounts the file of routing.observer.%s, which is set too (%q): set one of the two" (index . 2) $key (get $observer $key)) -}}
+{{- end -}}
+{{- $_ := set $observer $key (index . 1) -}}
+{{- end -}}
 {{- end -}}

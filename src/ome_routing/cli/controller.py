@@ -49,6 +49,8 @@ from ome_routing.kube.publisher import Publisher
 from ome_routing.logs import configure
 from ome_routing.metrics import RoutingMetrics
 from ome_routing.observer import eventloop, pace_collections, tune_gc
+from ome_routing.observer.polling import PollClient
+from ome_routing.observer.trust import TrustError, prepare
 
 log = logging.getLogger("ome_routing.setup")
 
@@ -188,6 +190,12 @@ async def _serve(options: dict[str, Any]) -> int:
         return 1
     for warning in config.warnings:
         log.warning(warning)
+    try:
+        # the operator's CA bundle, client certificate and token, read once here
+        trust = prepare(config.trust) if config.routing_active else None
+    except TrustError as err:
+        log.error(str(ConfigError(str(err))))
+        return 1
     if client is None:
         log.error("connect to the API server: no kubeconfig or in-cluster credentials")
         return 1
@@ -217,7 +225,15 @@ async def _serve(options: dict[str, Any]) -> int:
             if config.routing_active:
                 # one watch and one cache of each kind for both reconcilers
                 caches = SharedCaches(writer)
-                controller = Controller(writer, config, metrics, caches=caches)
+                controller = Controller(
+                    writer,
+                    config,
+                    metrics,
+                    caches=caches,
+                    poll_client_factory=lambda budget, limit: PollClient(
+                        budget, limit, trust=trust
+                    ),
+                )
                 publisher = Publisher(writer, config, metrics, caches=caches).run()
                 await asyncio.gather(caches.run(), controller.run(), publisher)
             else:  # the publisher only finalizes the maps that are deleted

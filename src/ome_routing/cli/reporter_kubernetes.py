@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -95,7 +96,14 @@ def _client(kubeconfig: Path | None, context: str | None) -> AsyncClient:
     return AsyncClient(config=config, trust_env=False)
 
 
-def run_kubernetes(host: str, port: int, path: str, options: dict[str, Any]) -> None:
+def run_kubernetes(
+    host: str,
+    port: int,
+    path: str,
+    options: dict[str, Any],
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+) -> None:
     """Run the Kubernetes-backed reporter until interrupted."""
     timeout: Duration = options["health_timeout"]
     period: Duration = options["health_period"]
@@ -132,7 +140,7 @@ def run_kubernetes(host: str, port: int, path: str, options: dict[str, Any]) -> 
             watch_idle_timeout=idle.seconds,
         )
         try:
-            await serve(reporter, host, port)
+            await serve(reporter, host, port, ssl_context=ssl_context)
         finally:
             await client.close()
 

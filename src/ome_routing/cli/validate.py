@@ -4,7 +4,10 @@ Exit 0 with a one-line summary when the multi-cluster configuration is usable, f
 when the chart sets a poll, by the poll's convergence bounds (`core.convergence`), one
 line each; exit 1 with the controller's own `invalid multi-cluster configuration: ...`
 line on stderr when it is not. A file that cannot be read is a usage error (exit 2); one that is not
-YAML, or whose top level is not a mapping, exits 1.
+YAML, or whose top level is not a mapping, exits 1. The files that `routing.observer`'s
+transport settings name (CA bundle, client certificate and key, bearer token) are read
+as the controller reads them, so run it where they are (in the controller's pod, or with
+local copies at the same paths).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from ome_routing.core.config import (
 )
 from ome_routing.core.convergence import bounds, describe
 from ome_routing.core.pollrules import CapacityPolicy, ObserverLimits
+from ome_routing.core.trustrules import TrustSettings
+from ome_routing.observer.trust import TrustError, prepare
 
 VALID_PREFIX = "multi-cluster configuration is valid: "
 
@@ -96,6 +101,29 @@ def probe_lines(config: OperatorConfig) -> list[str]:
     ]
 
 
+def trust_lines(config: OperatorConfig) -> list[str]:
+    """Our transport settings of polls and probes, one line; none when all are off."""
+    trust = config.trust
+    if trust.default:
+        return []
+    parts = [f"{field.rpartition('.')[2]} {path}" for field, path in trust.files()]
+    for name, networks in (("allowCIDRs", trust.allow), ("denyCIDRs", trust.deny)):
+        if networks:
+            parts.append(f"{name} [{' '.join(str(n) for n in networks)}]")
+    return [f"poll transport: {', '.join(parts)}"]
+
+
+def check_trust_files(settings: TrustSettings) -> None:
+    """Read the transport settings' files as the controller does when it starts.
+
+    Raises `ConfigError` naming the field and the file.
+    """
+    try:
+        prepare(settings)
+    except TrustError as err:
+        raise ConfigError(str(err)) from None
+
+
 def convergence_lines(config: OperatorConfig) -> list[str]:
     """The chart poll's convergence bounds, one line each; none without a chart poll."""
     poll = config.capacity
@@ -144,11 +172,13 @@ def validate_config(ctx: click.Context, files: tuple[IO[str], ...]) -> None:
         values = merge_values(values, _load(stream))
     try:
         config = config_from_values(values)
+        if config.routing_active:
+            check_trust_files(config.trust)
     except ConfigError as err:
         click.echo("".join(f"{line}\n" for line in err.warnings) + str(err), err=True)
         ctx.exit(1)
     for line in config.warnings:
         click.echo(line, err=True)
     click.echo(summarize(config))
-    for line in [*probe_lines(config), *convergence_lines(config)]:
+    for line in [*probe_lines(config), *trust_lines(config), *convergence_lines(config)]:
         click.echo(line)

@@ -21,7 +21,8 @@ The checks run in OME's order, so that the same values give the same error:
    are reported together, one per line, as OME joins them. Then
    `routing.publisher.resyncInterval`.
 4. Routing rules, only with `routing.enabled: true` (whatever the role, as OME): the
-   observer limits, then the chart's probe (see `core.proberules`) and its period
+   observer limits, then our transport settings of `routing.observer`
+   (`core.trustrules`; not OME's, off by default), then the chart's probe (see `core.proberules`) and its period
    against `minPeriod`, then the chart's poll (see `core.pollrules`), then the poll
    against the limits. The first failure is the one reported. A poll without a
    `path` is off, and its other fields are not judged.
@@ -81,6 +82,7 @@ from ome_routing.core.proberules import (
     probe_bounds_problem,
     probe_problem,
 )
+from ome_routing.core.trustrules import TrustSettings, load_trust
 
 __all__ = [
     "CHART_CAPACITY_FIELD",
@@ -140,6 +142,10 @@ class OperatorConfig:
     warnings: tuple[str, ...] = ()
     #: `endpoint.*`: where and how the publisher publishes (off by default).
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    #: Not OME: `routing.observer`'s transport settings for polls and probes (CA bundle,
+    #: client certificate, bearer token, allowed and denied addresses); all off by default,
+    #: which is OME's behaviour. Their files are read by `observer.trust`.
+    trust: TrustSettings = field(default_factory=TrustSettings)
 
     @property
     def routing_active(self) -> bool:
@@ -199,6 +205,7 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
 
     # Routing rules: the first failure wins.
     limits = check_observer(loaded.observer)
+    trust = load_trust(loaded.observer_block)
     probe = loaded.probe_fields
     if probe.enabled:
         probe_error = probe_problem(probe) or probe_bounds_problem(probe, limits)
@@ -224,6 +231,7 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
         routing_enabled=routing_enabled,
         capacity=poll.policy() if poll.enabled else None,
         observer=limits,
+        trust=trust,
         probe=loaded.probe,
         probe_policy=probe.policy() if probe.enabled else None,
         publisher=loaded.publisher,

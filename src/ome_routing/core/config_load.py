@@ -48,6 +48,7 @@ from ome_routing.core.pollrules import (
     read_poll,
 )
 from ome_routing.core.proberules import CHART_PROBE_FIELD, PROBE_FIELDS, ProbeFields, read_probe
+from ome_routing.core.trustrules import TRUST_KEYS
 
 PUBLISHER_FIELD = "routing.publisher"
 RESYNC_FIELD = f"{PUBLISHER_FIELD}.resyncInterval"
@@ -66,6 +67,7 @@ _KNOWN_KEYS: dict[str, tuple[str, ...]] = {
         "maxResponseBytes",
         "minPeriod",
         "maxSamples",
+        *TRUST_KEYS,
     ),
     CHART_CAPACITY_FIELD: CAPACITY_FIELDS,
     CHART_PROBE_FIELD: PROBE_FIELDS,
@@ -178,6 +180,8 @@ class Loaded:
     durations: dict[str, str]
     resync_text: str
     endpoint: EndpointConfig
+    #: `routing.observer` as written, for our transport settings (`core.trustrules`)
+    observer_block: object = None
 
 
 def load_blocks(block: Mapping[str, Any]) -> Loaded:
@@ -222,4 +226,5 @@ def load_blocks(block: Mapping[str, Any]) -> Loaded:
         durations,
         resync_text,
         endpoint,
+        routing.get("observer"),
     )

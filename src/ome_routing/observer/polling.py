@@ -3,7 +3,8 @@
 A poll is one request with the poll's `method` (GET or POST) and no body, to the
 entry's `endpoint` followed by the poll's `path`, joined as OME joins them (`urls`:
 the canonical endpoint, then Go's `url.JoinPath`), once per home. It sends no credentials (no cookies,
-no authorization, nothing from the environment: no proxy, no netrc), follows no
+no authorization but the operator's bearer token over HTTPS (`observer.trust`), nothing
+from the environment: no proxy, no netrc), follows no
 redirects, asks for the body as it is (`Accept-Encoding: identity`) and does not
 decompress it, and reads at most `maxResponseBytes` bytes of the body. The request's
 bytes are made once per home too, and sent on a kept-alive connection of `transport`
@@ -48,6 +49,7 @@ from ome_routing.observer.transport import (
     origin_of,
     request_head,
 )
+from ome_routing.observer.trust import Trust
 from ome_routing.observer.urls import GoURL, URLError, canonical_endpoint, join_path, parse_url
 
 METHODS = ("GET", "POST")
@@ -187,7 +189,8 @@ class PollClient:
 
     Make it inside a running event loop; close it with `await client.close()` (or use it
     as an async context manager). `resolver` resolves host names (the event loop's
-    `getaddrinfo` by default; any aiohttp resolver fits).
+    `getaddrinfo` by default; any aiohttp resolver fits). `trust` is the operator's
+    transport settings (`observer.trust`; None: OME's client, the system's CA store).
     """
 
     def __init__(
@@ -197,6 +200,7 @@ class PollClient:
         *,
         resolver: Resolver | None = None,
         keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
+        trust: Trust | None = None,
     ) -> None:
         if max_response_bytes < 1:
             raise ValueError(f"maxResponseBytes must be positive, got {max_response_bytes}")
@@ -204,7 +208,7 @@ class PollClient:
         self._limit = max_response_bytes
         self._closing = False
         self._loop = asyncio.get_running_loop()
-        self._pool = Pool(self._loop, budget.limit, keepalive_seconds, resolver)
+        self._pool = Pool(self._loop, budget.limit, keepalive_seconds, resolver, trust)
         self._deadlines = Deadlines(self._loop)
         self._sender = Sender(self._loop, self._pool, self._deadlines, budget, max_response_bytes)
 

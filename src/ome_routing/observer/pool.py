@@ -4,6 +4,10 @@
 keep-alive time), takes back one whose answer was read whole, resolves and connects new
 ones (TLS by the standard `ssl` module's default context), and writes the requests of
 one turn of the event loop together at its end (`write`; see `observer.transport`).
+
+With the operator's transport settings (`observer.trust`, not OME's), TLS uses their
+context, a resolved address is judged by their allow and deny lists before it is
+connected to, and a request on an HTTPS connection carries their bearer token.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Callable
 
 from ome_routing.observer import failures
 from ome_routing.observer.transport import Connection, Origin, Resolver
+from ome_routing.observer.trust import BearerToken, Trust
 
 
 class Pool:
@@ -30,6 +35,7 @@ class Pool:
         max_idle: int,
         keepalive: float,
         resolver: Resolver | None,
+        trust: Trust | None = None,
     ) -> None:
         self.loop = loop
         self._max_idle = max_idle
@@ -40,11 +46,16 @@ class Pool:
         self._open: set[Connection] = set()
         self._sweeper: asyncio.TimerHandle | None = None
         self._tls: ssl.SSLContext | None = None
+        self._trust = trust
+        self._token: BearerToken | None = None if trust is None else trust.token
         #: the requests of this turn of the event loop, written together at its end
         self._outgoing: list[tuple[Connection, bytes]] = []
 
     def write(self, connection: Connection, head: bytes) -> None:
         """Write a request on `connection` at the end of this turn of the event loop."""
+        token = self._token
+        if token is not None and connection.origin.tls:
+            head = token.sign(head, self.loop.time())
         outgoing = self._outgoing
         if not outgoing:
             self.loop.call_soon(self._flush)
@@ -111,6 +122,9 @@ class Pool:
         """A new connection to `origin`, or the `PollFailure` of why none could be made."""
         port = origin.port
         hosts = [origin.host] if origin.literal else await self._resolve(origin)
+        trust = self._trust
+        if trust is not None and trust.checks_addresses:
+            hosts = _permitted(hosts, trust)
         context = self._tls_context() if origin.tls else None
         first: BaseException | None = None
         for host in hosts:
@@ -151,7 +165,8 @@ class Pool:
 
     def _tls_context(self) -> ssl.SSLContext:
         if self._tls is None:
-            self._tls = ssl.create_default_context()
+            trust = self._trust
+            self._tls = ssl.create_default_context() if trust is None else trust.ssl_context()
         return self._tls
 
     def close(self) -> None:
@@ -167,3 +182,11 @@ class Pool:
         self._idle.clear()
         self._idle_count = 0
         self._open.clear()
+
+
+def _permitted(hosts: list[str], trust: Trust) -> list[str]:
+    """The addresses the operator lets polls connect to; none is a failure naming the rule."""
+    allowed = [host for host in hosts if trust.refusal(host) is None]
+    if not allowed:
+        raise failures.unreachable(trust.refusal(hosts[0]) or "")
+    return allowed

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -223,15 +224,22 @@ class KubernetesReporter:
         await asyncio.gather(*tasks)
 
 
-async def serve(reporter: KubernetesReporter, host: str, port: int) -> None:
-    """Serve `reporter` on `host:port` until cancelled."""
+async def serve(
+    reporter: KubernetesReporter,
+    host: str,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+) -> None:
+    """Serve `reporter` on `host:port` until cancelled; HTTPS with `ssl_context`."""
     runner = web.AppRunner(reporter.app(), access_log=None)
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port).start()
+        await web.TCPSite(runner, host, port, ssl_context=ssl_context).start()
         # the port bound, which `--port 0` leaves to the system
         bound = next((a[1] for a in runner.addresses if isinstance(a, tuple)), port)
-        log.info("reporting on http://%s:%d", host, bound)
+        scheme = "http" if ssl_context is None else "https"
+        log.info("reporting on %s://%s:%d", scheme, host, bound)
         await reporter.run()
     finally:
         await runner.cleanup()
