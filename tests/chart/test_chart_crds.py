@@ -268,7 +268,8 @@ PLACEMENT_PATHS: list[tuple[str, dict[str, Any]]] = [
             "x-kubernetes-list-type": "atomic",
         },
     ),
-    ("spec.placement.clusterAffinity.[].weight", {**INT32, "minimum": 1, "maximum": 100}),
+    # replica ratios, with no upper bound in v1.3 (`cluster_affinity_types.go@8263d0c7`)
+    ("spec.placement.clusterAffinity.[].weight", {**INT32, "minimum": 1}),
     (
         "spec.placement.clusterAffinity.[].matchExpressions",
         {"type": "array", "maxItems": 64, "x-kubernetes-list-type": "atomic", "items": REQUIREMENT},

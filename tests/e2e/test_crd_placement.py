@@ -114,11 +114,6 @@ def terms(*term: dict[str, Any]) -> dict[str, Any]:
             id="weight-0",
         ),
         pytest.param(
-            placed("Split", **terms({"weight": 101, "matchFields": [BY_NAME]})),
-            "spec.placement.clusterAffinity[0].weight in body should be less than or equal to 100",
-            id="weight-101",
-        ),
-        pytest.param(
             placed(maxSurge=-1),
             "spec.placement.maxSurge in body should be greater than or equal to 0",
             id="maxSurge-negative",
@@ -182,6 +177,17 @@ ACCEPTED = [
             ),
         ),
         id="split-weighted",
+    ),
+    pytest.param(
+        # `selector_test.go@8263d0c7`: weights are replica ratios, with no upper bound
+        placed(
+            "Split",
+            **terms(
+                {"weight": 400, "matchFields": [{**BY_NAME, "values": ["worker-a"]}]},
+                {"weight": 168, "matchFields": [{**BY_NAME, "values": ["worker-b"]}]},
+            ),
+        ),
+        id="split-weights-400-and-168",
     ),
     pytest.param(placed("SplitByCapacity", split={"replicas": 4}), id="split-by-capacity"),
     pytest.param(placed("Split", maxSurge=0, split={"maxReplicasPerCluster": 0}), id="zeros"),

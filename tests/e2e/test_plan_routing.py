@@ -260,3 +260,61 @@ async def test_a_stale_cache_never_writes_a_planned_spec(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_the_fence_runs_on_every_planned_pass_not_only_on_a_spec_change(
+    plans: Plans, kube_client: AsyncClient
+) -> None:
+    """OME's `apply` fences inside its CreateOrUpdate, so on every pass with a plan ID: a
+    snapshot that lags the API server (here a new label, which changes no spec) is
+    refused, and neither the spec nor the status is written on that pass. The service is
+    not polled, so its spec stays as it is."""
+    manifest = isvc_manifest("svc", plans.namespace, {"disabled": True})
+    await kubectl(plans.plane, "apply", "-f", "-", input=manifest)
+    await plans.place(a_plan("All", 1), plans.candidate("worker-a"))
+    caches = SharedCaches(kube_client)
+    controller = Controller(
+        kube_client, config_from_values(ROUTING_ON), RoutingMetrics(), caches=caches
+    )
+    tasks = [asyncio.create_task(caches.run()), asyncio.create_task(controller.run())]
+    try:
+        await asyncio.wait_for(controller.synced.wait(), 60)
+        key = (plans.namespace, "svc")
+        written = await plans.map_where(lambda w: list(w) == ["worker-a"], "plan-1", "plan-1")
+        stale = caches.isvcs.cache[key]
+        await kubectl(
+            plans.plane, "label", "inferenceservice", "svc", "-n", plans.namespace, "fence=1"
+        )
+
+        async def labelled() -> bool:
+            labels = (caches.isvcs.cache[key].get("metadata") or {}).get("labels") or {}
+            return labels.get("fence") == "1"
+
+        await eventually(labelled, what="the label in the cache")
+        caches.isvcs.cache[key] = stale  # as if the cache had not seen the label yet
+        # a status the pass would repair, were it not fenced
+        routable = dict(condition(written, "Routable"), message="edited by hand")
+        await kubectl(
+            plans.plane, "patch", "trafficmap", "svc", "-n", plans.namespace,
+            "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"conditions": [routable]}}),
+        )  # fmt: skip
+
+        async def edited() -> dict[str, Any] | None:
+            cached = caches.maps.cache.get(key)
+            hit = (
+                cached is not None and condition(cached, "Routable")["message"] == "edited by hand"
+            )
+            return cached if hit else None
+
+        tampered = await eventually(edited, what="the edited status in the cache")
+        with pytest.raises(StaleSnapshot, match=r"^placement source or plan changed$"):
+            await controller.reconcile(key)
+        after = await get_map(plans.plane, "svc", plans.namespace)
+        assert after is not None
+        assert after["metadata"]["resourceVersion"] == tampered["metadata"]["resourceVersion"]
+        assert condition(after, "Routable")["message"] == "edited by hand"
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -528,6 +528,16 @@ def test_within_the_affinity_the_first_failure_wins(block: object, message: str)
         ),
         placement(mode="SplitByCapacity", split={"replicas": None}),
         pytest.param(
+            placement(
+                mode="Split",
+                clusterAffinity=[
+                    {"weight": 400, "matchFields": [names("worker-a")]},
+                    {"weight": 168, "matchFields": [names("worker-b")]},
+                ],
+            ),
+            id="weights are replica ratios with no upper bound (selector_test.go@8263d0c7)",
+        ),
+        pytest.param(
             placement(requirements="gpu=a100", clusterSelector="x", capacityFactors={"a": "2"}),
             id="fields OME no longer has are ignored",
         ),

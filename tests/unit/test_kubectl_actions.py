@@ -201,6 +201,22 @@ class TestPlan:
             actions.plan_action(a_request(), isvc)
         assert refused.value.message == drain_checks.NOT_ELIGIBLE
 
+    @pytest.mark.parametrize("count", [40_000, 33_000])
+    def test_the_metadata_bound_counts_bytes_as_go_does(self, count: int) -> None:
+        """OME's 65,536 metadata bound is Go's `len`: bytes, not characters. An annotation
+        of `é` (2 bytes each) over the bound in bytes, under it in characters, is refused
+        (issue 36: 40,000 `é` are 80,000 bytes)."""
+        target = a_target()
+        target["metadata"]["annotations"]["note"] = "é" * count
+        with pytest.raises(Refused) as refused:
+            actions.plan_action(a_request(), target)
+        assert refused.value.message == drain_checks.OVER_BOUNDS
+
+    def test_the_same_characters_in_ascii_fit_the_bound(self) -> None:
+        target = a_target()
+        target["metadata"]["annotations"]["note"] = "e" * 33_000
+        assert actions.plan_action(a_request(), target).after == 1
+
     def test_a_new_annotation_on_a_full_map_is_refused(self) -> None:
         target = a_target()
         target["metadata"]["annotations"] = {f"k{i}": "v" for i in range(256)}

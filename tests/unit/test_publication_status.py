@@ -21,6 +21,7 @@ from ome_routing.core.publication_status import (
     Outcome,
     Reason,
     failure,
+    needs_finalizer,
     publisher_status,
 )
 
@@ -231,3 +232,27 @@ class TestObjects:
         assert body["spec"]["ports"] == [
             {"name": "http", "port": 8080, "protocol": "TCP", "targetPort": 8080}
         ]
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        {"publisher": {"publisherName": "gatewayapi", "claimedTargets": ["ns/route"]}},
+        {"publisher": {"publisherName": "gatewayapi"}},
+        {"published": True},
+        {"gatewayRef": {"kind": "HTTPRoute", "namespace": "ns", "name": "route"}},
+        {"observedTrafficMapGeneration": 2},
+    ],
+)
+def test_recorded_publisher_state_needs_the_finalizer(status: dict[str, Any]) -> None:
+    """OME's `publisherStatusNeedsFinalizer` for a stateful publisher
+    (TestTrafficMapPublisherRepairsFinalizerBeforeRejectingExistingClaims: claims;
+    TestStatefulTrafficMapPublisherRepairsFinalizerForZeroClaimState: a journal with no
+    claims and `published`)."""
+    assert needs_finalizer({"sourceUID": "u", **status})
+
+
+def test_a_map_without_publisher_state_needs_no_finalizer() -> None:
+    routing_only = {"sourceUID": "u", "conditions": [{"type": "Routable", "status": "True"}]}
+    assert not needs_finalizer(routing_only)
+    assert not needs_finalizer({})

@@ -459,3 +459,24 @@ def test_a_plan_without_cluster_affinity_holds_the_map_even_with_routing_off() -
     assert reconcile.plan(isvc, a_map(), OperatorConfig()) == Frozen(
         "an accepted placement plan requires spec.placement.policy: ClusterAffinity"
     )
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "written"),
+    [
+        ("HTTPS://worker-a.example", "https://worker-a.example"),
+        ("http://worker-a.example/a b", "http://worker-a.example/a%20b"),
+        ("http://worker-a.example/a%2Fb", "http://worker-a.example/a%2Fb"),
+        ("http://127.0.0.1:9001", "http://127.0.0.1:9001"),
+    ],
+)
+def test_an_entrys_endpoint_is_written_as_gos_url_type_writes_it(
+    endpoint: str, written: str
+) -> None:
+    """OME copies the candidate's `*apis.URL` into the entry: Go's `url.Parse`, then
+    `URL.String()` (issue 36: `HTTPS://worker-a.example` becomes `https://...`)."""
+    isvc = an_isvc()
+    isvc["status"]["placement"]["candidates"][0]["endpoint"] = endpoint
+    decision = routed(isvc)
+    spec = reconcile.desired_spec("qwen3-0-6b", decision, reconcile.build_view(decision, {}))
+    assert [e["endpoint"] for e in spec["entries"] if e["cluster"] == "worker-a"] == [written]

@@ -2,7 +2,8 @@
 
 OME quotes Kubernetes' validation texts (`k8s.io/apimachinery/pkg/util/validation`)
 in its plan errors (`TrafficMap entry cluster "X" is invalid: <problems>`), so the
-checks here return the same problem lines, joined with "; " by the caller.
+checks here return the same problem lines, joined with "; " by the caller. Lengths are
+Go's `len`, bytes of UTF-8, not characters (`go_len`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ __all__ = [
     "dns1035_label_problems",
     "dns1123_label_problems",
     "dns1123_subdomain_problems",
+    "go_len",
     "is_ip",
     "label_value_problems",
     "port_problems",
@@ -48,33 +50,38 @@ _LABEL_VALUE_FORMAT = (
 )
 
 
+def go_len(text: str) -> int:
+    """Go's `len` of a string: its UTF-8 bytes (`é` is 2), as OME's limits count."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def _too_long(limit: int) -> str:
     return f"must be no more than {limit} characters"
 
 
 def dns1123_subdomain_problems(value: str) -> list[str]:
-    problems = [_too_long(253)] if len(value) > 253 else []
+    problems = [_too_long(253)] if go_len(value) > 253 else []
     if _DNS1123_SUBDOMAIN.fullmatch(value) is None:
         problems.append(_SUBDOMAIN_FORMAT)
     return problems
 
 
 def dns1123_label_problems(value: str) -> list[str]:
-    problems = [_too_long(63)] if len(value) > 63 else []
+    problems = [_too_long(63)] if go_len(value) > 63 else []
     if _DNS1123_LABEL.fullmatch(value) is None:
         problems.append(_LABEL_FORMAT)
     return problems
 
 
 def dns1035_label_problems(value: str) -> list[str]:
-    problems = [_too_long(63)] if len(value) > 63 else []
+    problems = [_too_long(63)] if go_len(value) > 63 else []
     if _DNS1035_LABEL.fullmatch(value) is None:
         problems.append(_DNS1035_FORMAT)
     return problems
 
 
 def label_value_problems(value: str) -> list[str]:
-    problems = [_too_long(63)] if len(value) > 63 else []
+    problems = [_too_long(63)] if go_len(value) > 63 else []
     if _LABEL_VALUE.fullmatch(value) is None:
         problems.append(_LABEL_VALUE_FORMAT)
     return problems

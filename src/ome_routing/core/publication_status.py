@@ -32,6 +32,7 @@ __all__ = [
     "Outcome",
     "Reason",
     "failure",
+    "needs_finalizer",
     "publisher_status",
 ]
 
@@ -199,3 +200,18 @@ def claims_of(status: Mapping[str, Any]) -> list[str]:
     journal = status.get("publisher") or {}
     targets = journal.get("claimedTargets") or []
     return [str(t) for t in targets]
+
+
+def needs_finalizer(status: Mapping[str, Any]) -> bool:
+    """Whether the status records publisher state that the finalizer must protect.
+
+    OME's `publisherStatusNeedsFinalizer` for a stateful publisher (the built-in one is):
+    a journal (claims or none), `published`, a `gatewayRef` or a realized generation.
+    The publisher puts a missing finalizer back before any gate or check of its own.
+    """
+    return bool(
+        status.get("publisher") is not None
+        or status.get("published")
+        or status.get("gatewayRef") is not None
+        or status.get("observedTrafficMapGeneration")
+    )

@@ -20,8 +20,9 @@ starts the home over with an empty window, and the same endpoint spelled differe
 when a run starts are handed to the observer before it starts, so their first polls
 are spread over a period; a home that appears later is polled at once, as OME does.
 
-Errors: a bad spec freezes one map (logged once per change of the error); an API
-failure requeues the one key with a capped backoff; neither stops the controller.
+Errors: a bad spec freezes one map and an API failure fails one pass; both are logged
+as OME's `Reconciler error` at every try and requeue the one key with a capped backoff
+(`Refused` for the first); neither stops the controller.
 """
 
 from __future__ import annotations
@@ -60,6 +61,15 @@ from ome_routing.observer.prober import Prober
 log = logging.getLogger("ome_routing.controller")
 
 
+class Refused(Exception):
+    """A service whose map OME's reconcile refuses to write (a bad spec or annotation, a
+    foreign map): its error, and the result it counts as in the reconcile metric."""
+
+    def __init__(self, message: str, result: str) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 #: A full pass over every service, in case an event was lost (controller-runtime's
 #: informers resync every 10 hours; this is ours, and cheap: a pass writes nothing at rest).
 RESYNC_SECONDS = 600.0
@@ -93,7 +103,6 @@ class Controller:
         self._queue: WorkQueue[ServiceKey] = WorkQueue()
         #: the homes the observer holds of each service (a tuple: a set of three takes 3x)
         self._homes_of: dict[ServiceKey, tuple[HomeKey, ...]] = {}
-        self._logged: dict[ServiceKey, str] = {}
         self._retries: dict[ServiceKey, int] = {}
         self._observer: Observer | None = None
         self._probes: ProbeTargets | None = None
@@ -216,7 +225,7 @@ class Controller:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # one key must not stop the others
-                result = "error"
+                result = err.result if isinstance(err, Refused) else "error"
                 attempt = self._retries.get(key, 0)
                 self._retries[key] = attempt + 1
                 delay = min(_RETRY_START * 2**attempt, _RETRY_MAX)
@@ -250,20 +259,17 @@ class Controller:
             self._forget_probes(key)
             self._metrics.forget_map(namespace, name)
             if decision.problem is not None:
-                self._log_once(key, decision.problem)
-                return "skipped"
-            self._logged.pop(key, None)
+                raise Refused(decision.problem, "skipped")
             if decision.delete_map and tmap is not None:
                 return await self._delete(key, tmap)
             return "skipped"
         if isinstance(decision, NotOurs | Frozen):
-            # OME writes nothing on either: the last spec and conditions stay
+            # OME writes nothing on either (the last spec and conditions stay), and returns
+            # the error: logged as a `Reconciler error` and retried with backoff
             self._sync_homes(key, None)
             self._forget_probes(key)
-            self._log_once(key, decision.message)
             self._metrics.forget_map(namespace, name)
-            return "frozen" if isinstance(decision, Frozen) else "skipped"
-        self._logged.pop(key, None)
+            raise Refused(decision.message, "frozen" if isinstance(decision, Frozen) else "skipped")
         assert isvc is not None
         try:
             return await self._reconcile_routed(key, decision, isvc, tmap)
@@ -284,9 +290,11 @@ class Controller:
         spec = reconcile.desired_spec(name, routed, view)
         writes = self._writes
         assert writes is not None
+        if routed.placement.plan_id:
+            # OME's fence runs on every pass with a plan ID (inside its CreateOrUpdate),
+            # so a stale snapshot writes neither the spec nor the status
+            await writes.fence_plan(key, isvc)
         if tmap is None or tmap.get("spec") != spec:
-            if routed.placement.plan_id:
-                await writes.fence_plan(key, isvc)
             if tmap is None:
                 tmap = await writes.create(key, routed.uid, spec)
                 operation = "created"
@@ -338,11 +346,6 @@ class Controller:
             self._homes_of.pop(key, None)
         self._metrics.homes.set(len(observer))
         return wanted
-
-    def _log_once(self, key: ServiceKey, message: str) -> None:
-        if self._logged.get(key) != message:
-            self._logged[key] = message
-            log.error(message, extra={"trafficmap": f"{key[0]}/{key[1]}"})
 
     # --- writes -----------------------------------------------------------------
 

@@ -11,16 +11,22 @@ writes):
 1. The map is being deleted: finalize. Delete every claimed route (zero, delete,
    confirm) and the service's other objects, clear the journal, set the final
    conditions, remove the finalizer `ome.io/trafficmap-publisher`.
-2. The owner: the map's controller is its InferenceService (same name and UID),
-   `spec.service`, `status.sourceUID` and `spec.observedISVCGeneration` agree with it,
-   and the routing controller has not frozen the map; else `InvalidOwner`.
+2. The map records publisher state (a journal, `published`, a `gatewayRef`, a realized
+   generation) but has lost the finalizer: put it back and start over, before any
+   other gate, so the routing controller can reap the map and this one finalize it.
    With routing off (the publisher is then inactive, as OME's) nothing else is done.
-3. A service that is deleting or no longer routed: its objects are withdrawn,
-   `Unpublished`.
-4. Per-service publisher options: `InvalidOptions`. The plan: `InvalidPlan`.
-5. The finalizer and the claim (`status.publisher.claimedTargets`) are written before
+3. The owner: the map's controller is its InferenceService (same name and UID),
+   `spec.service`, `status.sourceUID` (a new map without one is refused too, until the
+   routing controller's first status) and `spec.observedISVCGeneration` agree with it;
+   else `InvalidOwner`, with OME's error in the log.
+4. A service that is deleting or no longer routed: its objects are withdrawn,
+   `Unpublished`. A routed service whose placement intent OME's `ValidatePlacementIntent`
+   refuses (an obsolete selector annotation, say): `Unpublished` in the status only, as
+   OME's `markInactive`; the route stays as it was.
+5. Per-service publisher options: `InvalidOptions`. The plan: `InvalidPlan`.
+6. The finalizer and the claim (`status.publisher.claimedTargets`) are written before
    any object, so a map deleted at any point leaves nothing behind.
-6. Preflight (`ClaimRejected`); then stale claims (a changed `routeNamespace`) are
+7. Preflight (`ClaimRejected`); then stale claims (a changed `routeNamespace`) are
    drained to weight 0 (`DrainFailed`) and kept until the map is deleted; then the apply
    (`ApplyFailed`), or the withdrawal when no gateway, port or host is set (`Withdrawn`).
 
@@ -83,6 +89,7 @@ from ome_routing.core.publication_status import (
     Reason,
     claims_of,
     failure,
+    needs_finalizer,
     publisher_status,
 )
 from ome_routing.kube import reconcile
@@ -90,7 +97,14 @@ from ome_routing.kube.caches import SharedCaches
 from ome_routing.kube.controller import WRITE_GRACE_SECONDS, _finish_when_cancelled
 from ome_routing.kube.publish_checks import PublishError
 from ome_routing.kube.published import PublishedObjects
-from ome_routing.kube.publisher_inputs import meta, options, owner_problem, source, withdrawn
+from ome_routing.kube.publisher_inputs import (
+    intent_problem,
+    meta,
+    options,
+    owner_problem,
+    source,
+    withdrawn,
+)
 from ome_routing.kube.publishing import FIELD_MANAGER, Publishing
 from ome_routing.kube.resources import TrafficMap
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
@@ -231,11 +245,17 @@ class Publisher:
         if meta(tmap).get("deletionTimestamp"):
             await self._finalize(key, tmap, source_key)
             return
+        if needs_finalizer(tmap.get("status") or {}) and FINALIZER not in (
+            meta(tmap).get("finalizers") or []
+        ):
+            # claims record state outside the map: protect them before any gate can stop
+            # this reconcile (OME repairs the finalizer first, and starts over)
+            await self._finalizer(key, tmap)
+            self._queue.add(key)
+            return
         if not self._config.routing_active:
             return  # inactive (routing off): OME's publisher only finalizes
         isvc = self._isvcs.cache.get(key)
-        if not (tmap.get("status") or {}).get("sourceUID") and isvc is not None:
-            return  # a new map: the routing controller's first status write comes next
         problem = owner_problem(tmap, isvc, self._config)
         if problem is not None:
             await self._fail(key, tmap, Reason.INVALID_OWNER, problem, terminal=True)
@@ -248,6 +268,15 @@ class Publisher:
                 await self._refuse(key, tmap, changed, Reason.PUBLISHER_CHANGED)
                 return
             await self._withdraw_all(key, tmap, source_key, UNPUBLISHED)
+            return
+        if intent_problem(isvc) is not None:
+            # OME's `markInactive`: only the status says so; the route stays as published
+            _, changed = own_journal(status, BUILTIN_PUBLISHER)
+            if changed is not None:
+                await self._refuse(key, tmap, changed, Reason.PUBLISHER_CHANGED)
+                return
+            await self._status(key, tmap, UNPUBLISHED, published=False)
+            self._metrics.set_publication_fallback(key[0], key[1], 0)
             return
         if not has_journal_of(status, BUILTIN_PUBLISHER):
             legacy = self._claims.legacy()

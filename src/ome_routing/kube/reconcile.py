@@ -28,7 +28,8 @@ The checks run in OME's order, and the first failure wins:
 
 `desired_spec` and `desired_status` then give the map's spec and status for a routed
 service, given each home's verdict; the controller writes only what differs.
-`same_snapshot` is OME's fence before a planned spec is written.
+`same_snapshot` is OME's fence before a planned spec is written. An entry's endpoint
+is written as Go's URL type writes it (`go_url_string`).
 
 Errors: none escape; unusable input becomes a `Frozen` plan carrying the log line.
 """
@@ -69,6 +70,7 @@ from ome_routing.core.trafficmap import (
 from ome_routing.core.weights import AllFailedPolicy
 from ome_routing.kube.ownership import has_exact_controller, meta, not_ours_message, reapable
 from ome_routing.kube.resources import API_VERSION
+from ome_routing.observer.urls import URLError, parse_url
 
 RawObject = Mapping[str, Any]
 
@@ -254,9 +256,22 @@ def desired_spec(name: str, routed: Routed, view: TrafficMapView) -> dict[str, A
     if routed.generation:
         spec["observedISVCGeneration"] = routed.generation
     entries = entries_to_json(view)
+    for entry in entries:
+        if "endpoint" in entry:
+            entry["endpoint"] = go_url_string(entry["endpoint"])
     if entries:
         spec["entries"] = entries
     return spec
+
+
+def go_url_string(endpoint: str) -> str:
+    """The endpoint as OME writes it into an entry: parsed by Go's `url.Parse` and written
+    by `URL.String()` (a lower-case scheme, an escaped path). A text Go cannot parse is
+    kept as it is (OME could not have decoded the InferenceService at all)."""
+    try:
+        return str(parse_url(endpoint))
+    except URLError:
+        return endpoint
 
 
 def spec_patch(tmap: RawObject, spec: Mapping[str, Any]) -> dict[str, Any]:

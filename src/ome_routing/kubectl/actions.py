@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from ome_routing.core.drains import ANNOTATION, Drain, DrainAnnotationError, parse_drains
+from ome_routing.core.names import go_len
 from ome_routing.core.report import format_rfc3339
 from ome_routing.kubectl.drain_checks import (
     DRAIN,
@@ -142,8 +143,8 @@ def plan_action(request: ActionRequest, isvc: Mapping[str, Any]) -> ActionPlan:
             raise Refused(OVER_BOUNDS)
         projected = metadata_bytes(meta)
         if raw is not None:
-            projected -= len(ANNOTATION) + len(raw)
-        if projected + len(ANNOTATION) + len(encoded) > 65536:
+            projected -= go_len(ANNOTATION) + go_len(raw)
+        if projected + go_len(ANNOTATION) + size > 65536:
             raise Refused(OVER_BOUNDS)
         if annotations is None:
             operations.append({"op": "add", "path": "/metadata/annotations", "value": {}})

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ome_routing.core.intent import is_placement_eligible
-from ome_routing.core.names import dns1123_label_problems, dns1123_subdomain_problems
+from ome_routing.core.names import dns1123_label_problems, dns1123_subdomain_problems, go_len
 from ome_routing.kubectl.gotext import go_trim_space, is_control
 
 DRAIN = "drain"
@@ -221,9 +221,16 @@ def bounded_payload(value: object) -> bool:
 
 
 def metadata_bytes(meta: Mapping[str, Any]) -> int:
-    total = sum(len(k) + len(v) for k, v in _mapping(meta.get("annotations")).items())
-    total += sum(len(k) + len(v) for k, v in _mapping(meta.get("labels")).items())
-    return total + sum(len(f) for f in meta.get("finalizers") or [])
+    """The bytes of the annotations, labels and finalizers, as Go's `len` counts them."""
+    return _bytes(
+        _mapping(meta.get("annotations")), _mapping(meta.get("labels")), meta.get("finalizers")
+    )
+
+
+def _bytes(annotations: Mapping[str, Any], labels: Mapping[str, Any], finalizers: Any) -> int:
+    total = sum(go_len(str(k)) + go_len(str(v)) for k, v in annotations.items())
+    total += sum(go_len(str(k)) + go_len(str(v)) for k, v in labels.items())
+    return total + sum(go_len(str(f)) for f in finalizers or [])
 
 
 def check_target(isvc: Mapping[str, Any], name: str, namespace: str) -> None:
@@ -287,12 +294,7 @@ def _check_identity(
     status = _mapping(isvc.get("status"))
     if len(annotations) > 256 or len(labels) > 256 or len(finalizers) > 64:
         raise Refused(INSPECTION_BOUNDS)
-    if (
-        sum(len(k) + len(v) for k, v in annotations.items())
-        + sum(len(k) + len(v) for k, v in labels.items())
-        + sum(len(f) for f in finalizers)
-        > 65536
-    ):
+    if _bytes(annotations, labels, finalizers) > 65536:
         raise Refused(INSPECTION_BOUNDS)
     for component in _mapping(status.get("components")).values():
         if len(_mapping(component).get("traffic") or []) > 8:
