@@ -10,6 +10,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "ome-resources"
 
+#: The release the chart tests render, as docs/install.md installs it: its full name is
+#: the release's, and every namespaced name derives from it.
+RELEASE = "ome-routing"
+DEPLOYMENT = RELEASE
+CONFIGMAP = f"{RELEASE}-config"
+
 #: `render(*values)`: the chart's documents for these values (dicts or files).
 Render = Callable[..., list[dict[str, Any]]]
 
@@ -21,7 +27,7 @@ def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def template(helm: Path, *args: str, namespace: str = "ome") -> subprocess.CompletedProcess[str]:
-    return run_helm(helm, "template", "ome", str(CHART), "--namespace", namespace, *args)
+    return run_helm(helm, "template", RELEASE, str(CHART), "--namespace", namespace, *args)
 
 
 def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:

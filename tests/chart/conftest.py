@@ -3,7 +3,7 @@
 - `helm` (session): the helm binary of the local control plane's tools.
 - `promtool` (session): Prometheus' promtool, built once (`ome-routing dev tools` builds it).
 - `render(*values)` (dicts or files): `helm template` of charts/ome-resources as release
-  `ome` in namespace `ome`; returns the documents, parsed.
+  `ome-routing` in namespace `ome`; returns the documents, parsed.
 """
 
 from __future__ import annotations

@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from chart_helpers import CHART, Render, find, template
+from chart_helpers import CHART, DEPLOYMENT, Render, find, template
 
 from ome_routing import __version__
 from ome_routing.devcluster.image import GID, NAME, UID
 
 
 def pod_spec(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    spec: dict[str, Any] = find(docs, "Deployment", "ome-controller-manager")["spec"]
+    spec: dict[str, Any] = find(docs, "Deployment", DEPLOYMENT)["spec"]
     return spec["template"]["spec"]  # type: ignore[no-any-return]
 
 

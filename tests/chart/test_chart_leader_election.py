@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_helpers import Render, find, template
+from chart_helpers import DEPLOYMENT, Render, find, template
 
 from ome_routing.core.durations import parse_duration
 from ome_routing.kube.leader import ElectionSettings
@@ -25,9 +25,7 @@ FLAGS = (
 
 
 def timing_args(docs: list[dict[str, Any]]) -> list[str]:
-    container = find(docs, "Deployment", "ome-controller-manager")["spec"]["template"]["spec"][
-        "containers"
-    ][0]
+    container = find(docs, "Deployment", DEPLOYMENT)["spec"]["template"]["spec"]["containers"][0]
     return [a for a in container["args"] if a.startswith(FLAGS)]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import ROOT, Render, find, run_helm, template
+from chart_helpers import CONFIGMAP, ROOT, Render, find, run_helm, template
 
 from ome_routing.core.config import ConfigError, config_from_multicluster
 
@@ -41,7 +41,7 @@ OUR_KEYS = {
 
 
 def observer(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    configmap = find(docs, "ConfigMap", "inferenceservice-config")
+    configmap = find(docs, "ConfigMap", CONFIGMAP)
     block = yaml.safe_load(configmap["data"]["multicluster"])
     return dict(block["config"]["routing"]["observer"])
 
@@ -96,7 +96,7 @@ class TestControllerChart:
 
     def test_the_rendered_settings_pass_the_controllers_load(self, render: Render) -> None:
         docs = render(ROUTING_ON, ALL_SOURCES, with_observer(denyCIDRs=["169.254.0.0/16"]))
-        configmap = find(docs, "ConfigMap", "inferenceservice-config")
+        configmap = find(docs, "ConfigMap", CONFIGMAP)
         config = config_from_multicluster(yaml.safe_load(configmap["data"]["multicluster"]))
         assert config.warnings == ()
         assert config.trust.bearer_token_file == f"{TRUST_DIR}/token/token"
@@ -104,7 +104,7 @@ class TestControllerChart:
 
     def test_a_bad_cidr_passes_the_chart_and_the_controller_names_it(self, render: Render) -> None:
         docs = render(with_observer(denyCIDRs=["169.254.0.0/16", "169.254.169.254/33"]))
-        configmap = find(docs, "ConfigMap", "inferenceservice-config")
+        configmap = find(docs, "ConfigMap", CONFIGMAP)
         with pytest.raises(ConfigError) as caught:
             config_from_multicluster(yaml.safe_load(configmap["data"]["multicluster"]))
         assert str(caught.value).startswith(

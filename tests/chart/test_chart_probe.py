@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import CHART, Render, find, template
+from chart_helpers import CHART, CONFIGMAP, Render, find, template
 from tests.probe_spec import guide_probe
 
 from ome_routing.core.config import ConfigError, config_from_multicluster
@@ -31,7 +31,7 @@ def with_probe(probe: Any) -> dict[str, Any]:
 
 
 def multicluster(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    configmap = find(docs, "ConfigMap", "inferenceservice-config")
+    configmap = find(docs, "ConfigMap", CONFIGMAP)
     block = yaml.safe_load(configmap["data"]["multicluster"])
     assert isinstance(block, dict)
     return block

@@ -10,7 +10,17 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import CHART, ROOT, Render, find, kinds, run_helm, template
+from chart_helpers import (
+    CHART,
+    CONFIGMAP,
+    DEPLOYMENT,
+    ROOT,
+    Render,
+    find,
+    kinds,
+    run_helm,
+    template,
+)
 
 from ome_routing.core.config import ConfigError, config_from_multicluster
 from ome_routing.core.durations import parse_duration
@@ -28,7 +38,7 @@ SPEC_OBSERVER = {
 
 
 def multicluster(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    configmap = find(docs, "ConfigMap", "inferenceservice-config")
+    configmap = find(docs, "ConfigMap", CONFIGMAP)
     block = yaml.safe_load(configmap["data"]["multicluster"])
     assert isinstance(block, dict)
     return block
@@ -47,7 +57,7 @@ def routing_values(**routing: Any) -> dict[str, Any]:
 
 
 def deployment(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    return find(docs, "Deployment", "ome-controller-manager")
+    return find(docs, "Deployment", DEPLOYMENT)
 
 
 class TestLint:
@@ -208,10 +218,11 @@ class TestDeployment:
         deploy = deployment(render(EXAMPLES / "values.yaml"))
         assert deploy["metadata"]["namespace"] == "ome"
         labels = deploy["spec"]["template"]["metadata"]["labels"]
-        assert labels["control-plane"] == "ome-controller-manager"
-        assert (
-            deploy["spec"]["selector"]["matchLabels"]["control-plane"] == "ome-controller-manager"
-        )
+        assert deploy["spec"]["selector"]["matchLabels"] == {
+            "app.kubernetes.io/name": "ome-routing",
+            "app.kubernetes.io/instance": "ome-routing",
+        }
+        assert "control-plane" not in labels  # OME's pods' label
         container = deploy["spec"]["template"]["spec"]["containers"][0]
         assert container["image"] == "ome-routing:0.1.0"
         assert container["command"] == ["ome-routing", "controller"]
@@ -230,7 +241,7 @@ class TestDeployment:
         checksum = after["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
         before_sum = before["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
         assert checksum != before_sum
-        block = find(after_docs, "ConfigMap", "inferenceservice-config")["data"]["multicluster"]
+        block = find(after_docs, "ConfigMap", CONFIGMAP)["data"]["multicluster"]
         assert checksum == hashlib.sha256(block.rstrip("\n").encode()).hexdigest()
 
     def test_the_same_settings_keep_the_pod_template(self, render: Render) -> None:

@@ -1,10 +1,12 @@
 """The commands the docs name (`ome-routing ...`, `kubectl ome ...`), checked against the CLI.
 
 `invocations(code, line)` finds each command in a piece of shell (a logical line: comments
-cut, `\\`-continued lines joined) and splits it into words; `CommandTree.problems(...)`
-walks the words down the click commands themselves (`ome_routing.cli.main.main` and
-`ome_routing.cli.kubectl_ome.cli`): each word in a subcommand's place must name one, each
-`--flag` or `-f` must be an option of the command reached (a flag's value is skipped).
+cut, `\\`-continued lines joined) where a command starts, not as another command's argument
+(the release `ome-routing` of `helm install ome-routing`), and splits it into words;
+`CommandTree.problems(...)` walks the words down the click commands themselves
+(`ome_routing.cli.main.main` and `ome_routing.cli.kubectl_ome.cli`): each word in a
+subcommand's place must name one, each `--flag` or `-f` must be an option of the command
+reached (a flag's value is skipped).
 
 How docs words are read:
 - `a|b` with no space around the bar is a choice, each of which must exist
@@ -29,6 +31,11 @@ _PROGRAM = re.compile(
     r"(?:^|(?<=[\s\"'(;|&`]))(?:[\w.~$(){}/-]*/)?"
     r"(?P<program>ome-routing|kubectl-ome|kubectl[ \t]+ome)(?=[ \t]|$)"
 )
+_COMMAND_STARTS = frozenset(";|&(`{!\"'")
+_PREFIX_WORDS = frozenset(
+    {"sudo", "eval", "exec", "env", "time", "nohup", "xargs", "command", "then", "do", "else"}
+)
+_ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=\S*")
 _FLAG = re.compile(r"^(?:--[A-Za-z0-9][\w-]*|-[A-Za-z])(?:=.*)?$")
 _PROMPT = re.compile(r"^\s*[$#] ")
 
@@ -89,9 +96,24 @@ def invocations(code: str, line: int) -> list[Invocation]:
     """Every `ome-routing ...` / `kubectl ome ...` in one logical line of shell."""
     found = []
     for match in _PROGRAM.finditer(code):
+        if match.group("program") == "ome-routing" and not _at_command_position(
+            code, match.start()
+        ):
+            continue  # a release, namespace or label value named ome-routing
         program = "ome-routing" if match.group("program") == "ome-routing" else "kubectl ome"
         found.append(Invocation(line, program, tuple(_words(_segment(code, match.end())))))
     return found
+
+
+def _at_command_position(code: str, start: int) -> bool:
+    """Whether a command starts at `start`: first in the line, after a separator or `$(`,
+    or after a word that runs the next one (`sudo`, `eval`, `VAR=value`, ...); not an
+    argument (`helm install ome-routing ...`, `-n ome-routing`)."""
+    before = code[:start].rstrip()
+    if not before or before[-1] in _COMMAND_STARTS:
+        return True
+    word = before.split()[-1]
+    return word in _PREFIX_WORDS or bool(_ASSIGNMENT.fullmatch(word))
 
 
 def _segment(code: str, start: int) -> str:

@@ -150,6 +150,31 @@ class TestCommands:
     def test_the_name_inside_another_word_is_no_command(self, code: str) -> None:
         assert invocations(code, 1) == []
 
+    @pytest.mark.parametrize(
+        "code",
+        [
+            "helm upgrade --install ome-routing ./charts/ome-resources --namespace ome-routing",
+            "kubectl logs -n ome-routing -l app.kubernetes.io/name=ome-routing",
+            "kubectl rollout status deployment ome-routing -n ome-routing",
+        ],
+    )
+    def test_the_name_as_another_commands_argument_is_no_command(self, code: str) -> None:
+        """A release, namespace or Deployment named ome-routing is not the program."""
+        assert invocations(code, 1) == []
+
+    @pytest.mark.parametrize(
+        "code",
+        [
+            'eval "$(ome-routing dev up)"',
+            "sudo ome-routing dev up",
+            "KUBECONFIG=k ome-routing dev up",
+            "make image && ome-routing dev up",
+        ],
+    )
+    def test_the_program_where_a_command_starts_is_a_command(self, code: str) -> None:
+        [found] = invocations(code, 1)
+        assert found.words == ("dev", "up")
+
     def test_the_program_with_a_path_is_a_command(self) -> None:
         found = invocations("$(BIN)/ome-routing dev image; .venv/bin/kubectl-ome get tm", 1)
         assert [(i.program, i.words) for i in found] == [

@@ -17,6 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "ome-resources"
 EXAMPLES = ROOT / "examples"
 
+#: the ConfigMap of the release `ome`, which the chart's Deployment names with --config-map
+CONFIGMAP = "ome-ome-routing-config"
+
 pytestmark = pytest.mark.timeout(180)
 
 
@@ -58,8 +61,8 @@ def test_the_rendered_manifests_pass_a_server_side_dry_run(
         "apply", "--dry-run=server", "--server-side", "--force-conflicts", "-f", str(manifests)
     )
     applied = result.stdout.splitlines()
-    assert any(line.startswith("deployment.apps/ome-controller-manager ") for line in applied)
-    assert any(line.startswith("configmap/inferenceservice-config ") for line in applied)
+    assert any(line.startswith("deployment.apps/ome-ome-routing ") for line in applied)
+    assert any(line.startswith(f"configmap/{CONFIGMAP} ") for line in applied)
     assert any(
         line.startswith("customresourcedefinition.apiextensions.k8s.io/trafficmaps.ome.io")
         for line in applied
@@ -90,7 +93,7 @@ async def test_a_broken_value_in_the_charts_configmap_stops_the_controller(
 
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "ome_routing.cli.main", "controller",
-        "--kubeconfig", str(kubeconfig), "--namespace", namespace,
+        "--kubeconfig", str(kubeconfig), "--namespace", namespace, "--config-map", CONFIGMAP,
         "--metrics-bind-address", "127.0.0.1:0", "--log-format", "console",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
@@ -119,7 +122,7 @@ async def test_the_charts_configmap_with_the_spec_values_starts_the_controller(
     control_plane.kubectl("apply", "-f", str(configmap))
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "ome_routing.cli.main", "controller",
-        "--kubeconfig", str(kubeconfig), "--namespace", namespace,
+        "--kubeconfig", str(kubeconfig), "--namespace", namespace, "--config-map", CONFIGMAP,
         "--metrics-bind-address", "127.0.0.1:0", "--no-leader-elect",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip

@@ -36,7 +36,7 @@ from controller_harness import (
 from ome_routing.devcluster import LocalControlPlane
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "ome-resources"
-SERVICE_ACCOUNT = "ome-controller-manager"  # the chart's default
+SERVICE_ACCOUNT = "ome-ome-routing"  # the chart's default for the release `ome`
 
 pytestmark = pytest.mark.timeout(240)
 

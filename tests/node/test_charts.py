@@ -32,7 +32,7 @@ from scene import (
 from ome_routing.demo import spec
 from ome_routing.devcluster import LocalControlPlane
 
-SELECTOR = "control-plane=ome-controller-manager"
+SELECTOR = f"app.kubernetes.io/name=ome-routing,app.kubernetes.io/instance={CONTROLLER_RELEASE}"
 LEASE = "ome-routing-controller"
 
 Install = Callable[..., None]

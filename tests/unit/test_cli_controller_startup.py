@@ -100,3 +100,19 @@ def test_an_unreadable_poll_trust_file_stops_the_controller_naming_field_and_fil
         )
     ]
     assert code == 1
+
+
+def test_a_configmap_name_that_kubernetes_would_refuse_is_refused_naming_it(
+    tmp_path: Path,
+) -> None:
+    """--config-map is checked before anything is read, and the error names flag and value."""
+    result = subprocess.run(
+        [str(COMMAND), "controller", "--config-map", "Inference_Config",
+         "--kubeconfig", str(tmp_path / "no-kubeconfig")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert (
+        "Invalid value for '--config-map': 'Inference_Config' is not a ConfigMap name"
+        in result.stderr
+    )

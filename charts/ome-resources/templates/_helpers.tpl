@@ -1,28 +1,69 @@
-{{/* The Deployment's name: fixed, so that `kubectl rollout status deployment ome-controller-manager` works. */}}
-{{- define "ome-resources.controllerName" -}}ome-controller-manager{{- end -}}
+{{/*
+The chart's name, Helm's convention with our own default: the chart is called
+ome-resources, as OME's is, so "ome-routing" keeps our labels off OME's objects.
+*/}}
+{{- define "ome-resources.name" -}}
+{{- default "ome-routing" .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 
-{{/* Cluster-scoped objects carry the namespace, so that two installs do not collide. */}}
-{{- define "ome-resources.clusterName" -}}ome-routing-{{ .Release.Namespace }}{{- end -}}
+{{/*
+The prefix of every name, Helm's convention: fullnameOverride, else the release name when
+it holds the chart's name, else both ("ome-routing" for the release ome-routing).
+*/}}
+{{- define "ome-resources.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "ome-resources.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Deployment's name (OME's is ome-controller-manager: never ours). */}}
+{{- define "ome-resources.controllerName" -}}{{ include "ome-resources.fullname" . }}{{- end -}}
+
+{{/* The ConfigMap the controller reads (--config-map); OME's manager reads inferenceservice-config. */}}
+{{- define "ome-resources.configMapName" -}}{{ include "ome-resources.fullname" . | trunc 56 | trimSuffix "-" }}-config{{- end -}}
+
+{{/* The metrics Service. */}}
+{{- define "ome-resources.metricsServiceName" -}}{{ include "ome-resources.fullname" . | trunc 55 | trimSuffix "-" }}-metrics{{- end -}}
+
+{{/* The namespaced Role and RoleBinding (ConfigMap and Lease). */}}
+{{- define "ome-resources.roleName" -}}{{ include "ome-resources.fullname" . }}{{- end -}}
+
+{{/* The Grafana dashboard's ConfigMap. */}}
+{{- define "ome-resources.dashboardName" -}}{{ include "ome-resources.fullname" . | trunc 53 | trimSuffix "-" }}-dashboard{{- end -}}
+
+{{/*
+Cluster-scoped objects carry the namespace, so that two installs do not collide; OME's
+are named ome-manager-role, ome-proxy-role, ome-metrics-* and never start like ours.
+*/}}
+{{- define "ome-resources.clusterName" -}}
+{{- printf "%s-%s" (include "ome-resources.fullname" .) .Release.Namespace | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 
 {{- define "ome-resources.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
-{{- default (include "ome-resources.controllerName" .) .Values.serviceAccount.name -}}
+{{- default (include "ome-resources.fullname" .) .Values.serviceAccount.name -}}
 {{- else -}}
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "ome-resources.labels" -}}
-app.kubernetes.io/name: ome-routing
-app.kubernetes.io/instance: {{ .Release.Name }}
+{{ include "ome-resources.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* Select only this release's pods: OME's carry control-plane: ome-controller-manager. */}}
 {{- define "ome-resources.selectorLabels" -}}
-control-plane: ome-controller-manager
-app.kubernetes.io/name: ome-routing
+app.kubernetes.io/name: {{ include "ome-resources.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 

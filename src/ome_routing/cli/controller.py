@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -57,9 +58,11 @@ log = logging.getLogger("ome_routing.setup")
 #: the clients' default field manager (the routing controller's; the publisher names its own)
 FIELD_MANAGER = "ome-routing"
 
+#: OME's ConfigMap, read by default; the chart names its own with --config-map
 CONFIGMAP = "inferenceservice-config"
 CONFIGMAP_KEY = "multicluster"
 LEASE_NAME = "ome-routing-controller"
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -86,7 +89,10 @@ def _load_yaml(text: str, source: str) -> Any:
 
 
 async def read_config(
-    client: AsyncClient | None, config_file: Path | None, namespace: str
+    client: AsyncClient | None,
+    config_file: Path | None,
+    namespace: str,
+    configmap_name: str = CONFIGMAP,
 ) -> OperatorConfig:
     if config_file is not None:
         try:
@@ -96,14 +102,24 @@ async def read_config(
         return config_from_document(_load_yaml(text, str(config_file)), str(config_file))
     assert client is not None
     try:
-        configmap = await client.get(ConfigMap, CONFIGMAP, namespace=namespace)
+        configmap = await client.get(ConfigMap, configmap_name, namespace=namespace)
     except ApiError as err:
         raise StartupError(
-            f"read operator config: ConfigMap {namespace}/{CONFIGMAP}: {err.status.message}"
+            f"read operator config: ConfigMap {namespace}/{configmap_name}: {err.status.message}"
         ) from None
     stored: str | None = (configmap.data or {}).get(CONFIGMAP_KEY)
-    source = f"ConfigMap {namespace}/{CONFIGMAP} key {CONFIGMAP_KEY}"
+    source = f"ConfigMap {namespace}/{configmap_name} key {CONFIGMAP_KEY}"
     return config_from_document(_load_yaml(stored, source) if stored else {}, source)
+
+
+def _configmap_name(value: str) -> str:
+    """A ConfigMap's name is a DNS-1123 subdomain; refuse another before connecting."""
+    if not _DNS1123_SUBDOMAIN.fullmatch(value) or len(value) > 253:
+        raise click.BadParameter(
+            f"{value!r} is not a ConfigMap name (a DNS-1123 subdomain: lowercase letters, "
+            "digits, '-' and '.', starting and ending with a letter or digit)"
+        )
+    return value
 
 
 def _namespace(explicit: str | None) -> str:
@@ -179,7 +195,7 @@ async def _serve(options: dict[str, Any]) -> int:
             log.error("connect to the API server: %s", err)
             return 1
     try:
-        config = await read_config(client, options["config"], namespace)
+        config = await read_config(client, options["config"], namespace, options["config_map"])
     except ConfigError as err:
         for warning in err.warnings:
             log.warning(warning)
@@ -308,7 +324,16 @@ async def _serve(options: dict[str, Any]) -> int:
 @click.option(
     "--config",
     type=click.Path(exists=False, dir_okay=False, path_type=Path),
-    help="A values file or multicluster block; default: the ConfigMap inferenceservice-config.",
+    help="A values file or multicluster block; default: the ConfigMap of --config-map.",
+)
+@click.option(
+    "--config-map",
+    "config_map",
+    default=CONFIGMAP,
+    show_default=True,
+    callback=lambda _c, _p, v: _configmap_name(v),
+    help="The ConfigMap (key multicluster) in --namespace to read without --config; the "
+    "chart names its own, OME's manager reads inferenceservice-config.",
 )
 @click.option(
     "--kubeconfig",

@@ -42,6 +42,8 @@ from ome_routing.devcluster.node import LocalNode
 STEPS = 9
 PODS = {"worker-a": 3, "worker-b": 2}  # model-server pods; HOMES says how many are ready
 CONTROLLER = "helm install ome ./charts/ome-resources -n ome --create-namespace -f examples/values.yaml --wait --timeout 3m"
+#: the controller's pods: the chart's selector for the release `ome`
+_CONTROLLER_PODS = "app.kubernetes.io/name=ome-routing,app.kubernetes.io/instance=ome"
 REPORTER = "helm install reporter ./charts/ome-capacity-reporter -n ome-reporter --create-namespace --wait --timeout 3m"
 _POD_WAIT = 120.0
 
@@ -81,7 +83,7 @@ class NodeDemo(Commands):
         if self.keep:
             self._keep_until_interrupted(
                 "kubectl get pods -A -o wide",
-                "kubectl logs -n ome -l control-plane=ome-controller-manager",
+                f"kubectl logs -n ome -l {_CONTROLLER_PODS}",
             )
 
     # -- steps -------------------------------------------------------------------------------
@@ -177,7 +179,7 @@ class NodeDemo(Commands):
         """The controller pod's log, as a failed wait quotes it."""
         assert self.plane is not None
         logs = self.plane.kubectl(
-            "logs", "-n", "ome", "-l", "control-plane=ome-controller-manager", "--tail=30",
+            "logs", "-n", "ome", "-l", _CONTROLLER_PODS, "--tail=30",
             check=False,
         )  # fmt: skip
         return f"the controller's log:\n{logs.stdout or logs.stderr}"
