@@ -1,5 +1,10 @@
 """1,000 homes whose reporters misbehave at random, for a bounded time.
 
+The misbehaviours (`hostile.BEHAVIOURS`) are a broken reporter's (404, stalls, garbage,
+oversize bodies, resets, bad reports) and a hostile one's (trailer, interim-answer,
+header-field and chunk-extension floods, a dripped body, a body that never ends): each
+costs its own home's poll, never the controller's memory.
+
 Every fallback reason the maps show must be one of the guide's (checked by prefix against
 the specification's fallback table), the controller's resident memory must stay flat once
 it has warmed up, and every home keeps being polled. The figures: memory at the start and
