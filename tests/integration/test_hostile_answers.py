@@ -71,6 +71,12 @@ FLOODS = {
         "reading capacity response: "
         "server response headers and trailers exceeded 65536 bytes; aborted",
     ),
+    "long trailer lines": Flood(
+        A_CHUNKED_REPORT + b"0\r\n",
+        b"X-T: " + b"a" * 8000 + b"\r\n",
+        "reading capacity response: "
+        "server response headers and trailers exceeded 65536 bytes; aborted",
+    ),
     "trailer field flood": Flood(
         A_CHUNKED_REPORT + b"0\r\n",
         b"X-T: 1\r\n",
@@ -96,6 +102,11 @@ FLOODS = {
     "chunk extension flood": Flood(
         CHUNKED + b"1;ext=",
         b"e",
+        "reading capacity response: chunked encoding contains too much non-data",
+    ),
+    "chunk extensions on every chunk": Flood(
+        CHUNKED,
+        b"1;" + b"e" * 1000 + b"\r\n \r\n",
         "reading capacity response: chunked encoding contains too much non-data",
     ),
     "a body that never ends": Flood(
