@@ -32,7 +32,7 @@ StartRaw = Callable[[ConnectionHandler], Awaitable[str]]
 
 #: The most a hostile answer may make the poll path allocate beyond a good poll: the
 #: issue's target per hostile home. Measured: at most 243 KB (the uvloop and asyncio
-#: loops' 256 KiB reads included), 0 to 3 KB for the drips.
+#: loops' 256 KiB reads included), at most 3.3 KB for the drips.
 BOUND = 1 << 20
 #: What a flood sends at most: enough to show an unbounded buffer (its cost would be
 #: many times `BOUND`), little enough that a transport without bounds survives the test.
