@@ -8,10 +8,19 @@ from the socket into the parser's callbacks on one `asyncio.Protocol`.
 
 What it keeps of a client's duties:
 
-- Parsing is llhttp's, through `httptools`; this module only keeps count of what it
-  is told. The status line and headers are capped at `HEAD_LIMIT` bytes, the body at
-  the poll's `maxResponseBytes` (a declared `Content-Length` above it fails at once;
-  a chunked or endless body fails one byte past it). Bodies are never decompressed.
+- Parsing is llhttp's, through `httptools`; this module only keeps count. Every byte
+  of an answer is counted as it arrives: the body against the poll's
+  `maxResponseBytes` (a declared `Content-Length` above it fails at once; a chunked or
+  endless body fails one byte past it), and every other byte (status lines and headers,
+  the interim answers' included, chunk-size lines with their extensions, trailers)
+  against the one `HEAD_LIMIT`. An answer carries at most `FIELD_LIMIT` header fields,
+  trailers and interim answers' included, and at most `INTERIM_LIMIT` interim (1xx)
+  answers come before the final one. A breach fails the poll at once, names what was
+  exceeded, and drops the connection with what it held. Bodies are never decompressed.
+- llhttp hands a header line over in the pieces the reads cut it into, and `httptools`
+  joins them by copying; a line that trickles in byte by byte would be copied whole at
+  every byte. So once a read ends inside a header or trailer line, the next bytes wait
+  here (`_held`) until the line's end arrives, and go to the parser together.
 - TLS is the standard `ssl` module's, with the default context (certificates verified,
   the name checked); names are resolved by the given resolver, or by the event loop's
   `getaddrinfo`. No proxy, no credentials, no cookies, no redirects.
@@ -45,10 +54,30 @@ import httptools
 from ome_routing.observer import failures
 from ome_routing.observer.failures import PollFailure
 
-#: The most bytes the status line and headers of an answer may take.
+#: The most bytes of an answer that are not its body: status lines and headers (the
+#: interim answers' too, as Go's client counts them since golang/go#65035), chunk-size
+#: lines with their extensions, and trailers. Go reads trailers without a byte limit and
+#: chunk extensions up to a ratio to the data (`chunked encoding contains too much
+#: non-data`); one count bounds them all: a report's framing is a few hundred bytes.
 HEAD_LIMIT = 65536
+#: The most header fields of an answer, trailers and interim answers' included: Envoy's
+#: default (`max_headers_count`), which real servers stay far below; Go has no such
+#: bound, and its byte limit alone lets 16,000 empty fields through.
+FIELD_LIMIT = 100
+#: The most interim (1xx) answers before the final one: Go's client's bound (until
+#: golang/go#65035 replaced it by counting their bytes, which `HEAD_LIMIT` does too).
+INTERIM_LIMIT = 5
 
 CLOSED_EARLY = "connection closed before a response arrived"
+# Go's net/http texts for the bounds Go has (its `Transport`'s header limit, its bound on
+# 1xx answers, its chunked reader's bound on what is not data); ours, in Go's words, for
+# those it has not (documented in docs/capacity-polling.md)
+HEADERS_TOO_LARGE = "net/http: server response headers exceeded %d bytes; aborted"
+TOO_MANY_INTERIM = "net/http: too many 1xx informational responses"
+TOO_MUCH_NON_DATA = "chunked encoding contains too much non-data"
+TRAILERS_TOO_LARGE = "server response headers and trailers exceeded %d bytes; aborted"
+TOO_MANY_FIELDS = "server response headers exceeded %d fields; aborted"
+TOO_MANY_TRAILER_FIELDS = "server response headers and trailers exceeded %d fields; aborted"
 _CUT_SHORT = "connection closed before the body was complete"
 _MALFORMED = "malformed HTTP response"
 
@@ -128,19 +157,24 @@ class Connection(asyncio.Protocol):
     """One keep-alive connection; `send` writes a request and waits for its whole answer."""
 
     __slots__ = (
+        "_chunk_open",
         "_chunks",
         "_cut",
         "_declared",
         "_done",
         "_failure",
-        "_head_bytes",
+        "_fields",
         "_head_only",
+        "_held",
+        "_holding",
         "_informational",
+        "_interims",
         "_keep_alive",
         "_limit",
         "_parser",
         "_pool",
         "_probe",
+        "_received",
         "_size",
         "_status",
         "_transport",
@@ -166,8 +200,15 @@ class Connection(asyncio.Protocol):
         self._waiter: Waiter | None = None
         self._chunks: list[bytes] = []
         self._limit = 0
-        self._size = 0
-        self._head_bytes = 0
+        self._size = 0  # body bytes of the answer
+        self._received = 0  # every byte of the answer so far
+        self._fields = 0  # header and trailer fields of the answer
+        self._interims = 0  # interim answers before it
+        # bytes of a header line split across reads, held until its end comes
+        self._held = bytearray()
+        self._holding = False
+        # a chunk-size line came, and no data since: after the last one, trailers follow
+        self._chunk_open = False
         self._declared = False  # a Content-Length or Transfer-Encoding header came
         self._informational = False  # the answer being read is a 1xx one: skipped
         self._done = False
@@ -214,8 +255,9 @@ class Connection(asyncio.Protocol):
         self._waiter = waiter
         self._limit = limit
         self._chunks.clear()
-        self._size = self._head_bytes = 0
+        self._size = self._received = self._fields = self._interims = 0
         self._declared = self._done = self._keep_alive = self.answered = False
+        self._holding = self._chunk_open = False
         self._failure = None
         self._probe = self._head_only = self._cut = False
         self._status = 0
@@ -258,15 +300,29 @@ class Connection(asyncio.Protocol):
         if waiter is None or waiter.done():
             self._drop()  # bytes nobody asked for: the connection is not usable
             return
-        if not self.answered:
-            self._head_bytes += len(data)
+        self._received += len(data)
+        if self._holding:
+            held = self._held
+            held += data
+            if b"\n" not in data:  # the line goes on: nothing for the parser yet
+                if self._received - self._size > HEAD_LIMIT:
+                    self._fail(self._over_limit(data))
+                return
+            data = bytes(held)
+            held.clear()
+            self._holding = False
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._fail(failures.unreachable(_MALFORMED))
             return
-        except httptools.HttpParserError:
-            self._fail(failures.reading_failed(_CUT_SHORT) if self.answered else _malformed())
+        except httptools.HttpParserError as err:
+            # a callback that found a bound exceeded raised its failure, which stopped llhttp
+            breach = err.__context__
+            if isinstance(breach, PollFailure):
+                self._fail(breach)
+            else:
+                self._fail(failures.reading_failed(_CUT_SHORT) if self.answered else _malformed())
             return
         if self._failure is not None:
             self._fail(self._failure)
@@ -282,8 +338,10 @@ class Connection(asyncio.Protocol):
             else:
                 self._drop()
             waiter.set_result(answer)
-        elif not self.answered and self._head_bytes > HEAD_LIMIT:
-            self._fail(_malformed())
+        elif self._received - self._size > HEAD_LIMIT:
+            self._fail(self._over_limit(data))
+        elif data[-1] != 10 and (not self.answered or self._chunk_open):
+            self._holding = True  # the read ended inside a header or trailer line (10: "\n")
 
     def eof_received(self) -> bool:
         return False  # close the connection: connection_lost finishes the answer
@@ -308,7 +366,7 @@ class Connection(asyncio.Protocol):
                 waiter.set_result(self._status if self._probe else b"".join(self._chunks))
             else:
                 waiter.set_exception(failures.reading_failed(_CUT_SHORT))
-        elif self.reused and self._head_bytes == 0:
+        elif self.reused and self._received == 0:
             waiter.set_exception(StaleConnection())
         elif isinstance(exc, OSError) and exc.errno is not None:
             waiter.set_exception(failures.unreachable(failures.os_error_text(exc)))
@@ -318,6 +376,9 @@ class Connection(asyncio.Protocol):
     # --- llhttp's callbacks ------------------------------------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._fields += 1
+        if self._fields > FIELD_LIMIT:
+            raise self._too_many_fields()
         size = len(name)  # once: most headers are neither
         if size == 14 and name.lower() == b"content-length":
             self._declared = True
@@ -329,6 +390,9 @@ class Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         status = self._parser.get_status_code()
         if 100 <= status < 200 and status != 101:
+            self._interims += 1
+            if self._interims > INTERIM_LIMIT:
+                raise failures.unreachable(TOO_MANY_INTERIM)
             self._informational = True  # an interim answer: the real one follows
             self._declared = False
             self._failure = None
@@ -341,7 +405,14 @@ class Connection(asyncio.Protocol):
         elif status != 200:
             self._failure = failures.http_status(status)
 
+    def on_chunk_header(self) -> None:
+        self._chunk_open = True
+
+    def on_chunk_complete(self) -> None:
+        self._chunk_open = False
+
     def on_body(self, body: bytes) -> None:
+        self._chunk_open = False
         if self._failure is not None or self._cut:
             return
         self._size += len(body)
@@ -357,7 +428,6 @@ class Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         if self._informational:
             self._informational = False
-            self._head_bytes = 0
         elif not self._cut:
             self._done = True
             # read here: llhttp forgets it once the message is over
@@ -365,9 +435,33 @@ class Connection(asyncio.Protocol):
 
     # --- ending ------------------------------------------------------------------
 
+    def _over_limit(self, data: bytes) -> PollFailure:
+        """The failure of an answer whose bytes other than its body passed `HEAD_LIMIT`.
+
+        `data` is the last read. After a chunk-size line with no data since, trailers
+        follow if it was the last chunk's; a read that ends inside a line is then in the
+        trailers, and one that ends with a line ended a trailer if that line is a field.
+        """
+        if not self.answered:
+            return failures.unreachable(HEADERS_TOO_LARGE % HEAD_LIMIT)
+        if self._chunk_open and (
+            data[-1] != 10 or b":" in data[data.rfind(b"\n", 0, len(data) - 1) + 1 :]
+        ):
+            return failures.reading_failed(TRAILERS_TOO_LARGE % HEAD_LIMIT)
+        return failures.reading_failed(TOO_MUCH_NON_DATA)
+
+    def _too_many_fields(self) -> PollFailure:
+        if not self.answered:
+            return failures.unreachable(TOO_MANY_FIELDS % FIELD_LIMIT)
+        return failures.reading_failed(TOO_MANY_TRAILER_FIELDS % FIELD_LIMIT)
+
     def _fail(self, failure: PollFailure) -> None:
         waiter = self._waiter
         self._waiter = None
+        # what the answer held goes with it (the parser's partial header with the connection)
+        self._chunks.clear()
+        self._held = bytearray()
+        self._holding = False
         self._drop()
         if waiter is not None and not waiter.done():
             waiter.set_exception(failure)
