@@ -158,14 +158,15 @@ def _metrics_app(metrics: RoutingMetrics) -> web.Application:
 
 
 def _probe_app(health: Health) -> web.Application:
-    def respond(endpoint: str, status: int, body: str) -> web.Response:
+    def respond(answered: tuple[int, str]) -> web.Response:
+        status, body = answered
         return web.Response(status=status, text=body)
 
     async def healthz(_: web.Request) -> web.Response:
-        return respond("healthz", *answer("healthz", health.liveness(loop_time())))
+        return respond(answer("healthz", health.liveness(loop_time())))
 
     async def readyz(_: web.Request) -> web.Response:
-        return respond("readyz", *answer("readyz", health.readiness()))
+        return respond(answer("readyz", health.readiness()))
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)

@@ -262,10 +262,8 @@ class Informer:
     async def run(self) -> None:
         backoff = _BACKOFF_START
         while True:
-            listed = False
             try:
                 version = await self._relist()
-                listed = True
                 self.synced.set()
                 backoff = _BACKOFF_START
                 await self._watch(version)
@@ -275,8 +273,6 @@ class Informer:
                 log.warning("watch of %s ended: %s; listing again", self.kind, err)
                 continue
             except Exception as err:  # any failure means: list again
-                if not listed:
-                    self.list_failing = True
                 log.warning(
                     "watch of %s ended: %s; listing again in %.1fs", self.kind, _short(err), backoff
                 )
