@@ -233,10 +233,20 @@ async def _serve(options: dict[str, Any]) -> int:
     health = Health(has_work=control_plane)
     idle: Duration = options["watch_idle_timeout"]
     timing = WatchTiming(idle.seconds, options["min_watch_timeout"].seconds)
-    runners = [
-        await _start_server(_metrics_app(metrics), options["metrics_address"], "/metrics"),
-        await _start_server(_probe_app(health), options["probe_address"], "/healthz and /readyz"),
-    ]
+    runners: list[web.AppRunner] = []
+    servers = (
+        (_metrics_app(metrics), options["metrics_address"], "/metrics"),
+        (_probe_app(health), options["probe_address"], "/healthz and /readyz"),
+    )
+    for app, address, what in servers:
+        try:
+            runners.append(await _start_server(app, address, what))
+        except OSError as err:  # the port is taken: a start-up error, not a traceback
+            log.error("Failed to start manager", extra={"error": f"serving {what}: {err}"})
+            for runner in runners:
+                await runner.cleanup()
+            await client.close()
+            return 1
 
     async def until_stopped() -> None:
         stop = asyncio.Event()
