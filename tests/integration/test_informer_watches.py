@@ -183,6 +183,7 @@ async def test_a_watch_silent_past_its_bound_ends_and_the_informer_lists_again(
     fake.version = "11"
     await until(lambda: ("ns", "new") in informer.cache)
     assert fake.lists >= 2
+    await until(lambda: len(fake.watches) >= 2)  # the next watch, from the new list
     assert [w["resourceVersion"] for w in fake.watches][:2] == ["10", "11"]
 
 
