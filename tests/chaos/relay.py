@@ -13,6 +13,11 @@ comes back, as TCP retransmission delivers it after a real partition heals, also
 process that has exited since (its kernel keeps sending the data and the FIN): a request
 that was on its way when the link went down reaches the API server late, which is what
 the resourceVersion fence is for.
+
+`stall()` makes every connection open at that moment half-open: its bytes stop in both
+directions and it is never closed, as when a NAT or a load balancer drops an idle flow
+or an API server hangs; connections opened afterwards pass. A stalled connection stays
+stalled (as a dropped flow does); the client finds out only by its own timeouts.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ class Relay:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        #: one gate per connection: `stall` shuts the gates of the connections open then
+        self._gates: set[asyncio.Event] = set()
 
     async def start(self) -> Relay:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -53,10 +60,21 @@ class Relay:
     def heal(self) -> None:
         self._open.set()
 
+    def stall(self) -> int:
+        """Stop forwarding on every open connection without closing it; returns how many."""
+        stalled = 0
+        for gate in self._gates:
+            if gate.is_set():
+                gate.clear()
+                stalled += 1
+        return stalled
+
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
         self._open.set()
+        for gate in self._gates:
+            gate.set()
         for writer in list(self._writers):
             writer.close()
         if self._tasks:
@@ -73,6 +91,9 @@ class Relay:
         self._tasks.add(task)
         self._writers.add(writer)
         ends = [writer]
+        gate = asyncio.Event()
+        gate.set()
+        self._gates.add(gate)
         try:
             await self._open.wait()
             up_reader, up_writer = await asyncio.open_connection(
@@ -80,23 +101,30 @@ class Relay:
             )
             ends.append(up_writer)
             self._writers.add(up_writer)
-            await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
+            await asyncio.gather(
+                self._pump(reader, up_writer, gate), self._pump(up_reader, writer, gate)
+            )
         except (OSError, asyncio.CancelledError):
             pass  # the connection ends with the relay (a cancelled handler asyncio would log)
         finally:
             for end in ends:
                 end.close()
                 self._writers.discard(end)
+            self._gates.discard(gate)
             self._tasks.discard(task)
 
-    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    async def _pump(
+        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, gate: asyncio.Event
+    ) -> None:
         try:
             while True:
                 await self._open.wait()
+                await gate.wait()
                 data = await source.read(_CHUNK)
                 if not data:
                     break
                 await self._open.wait()  # read just as the link was cut: it waits for the link
+                await gate.wait()
                 sink.write(data)
                 await sink.drain()
             if sink.can_write_eof():

@@ -1,8 +1,9 @@
 """Watches that end with `410 Gone`: the informers list again and lose no change.
 
-The API server here runs without its watch cache and ends every watch after a few
-seconds (`--watch-cache=false --min-request-timeout=2`), so each watch is resumed from its
-last resourceVersion straight against etcd; etcd's history is compacted after every change,
+The API server here runs without its watch cache, and the controller asks it to end every
+watch after a few seconds (`--min-watch-timeout=2s`: 2 to 4 s, where client-go's 5 to 10
+minutes would outlast the test), so each watch is resumed from its last resourceVersion
+straight against etcd; etcd's history is compacted after every change,
 so a resumed watch finds its resourceVersion gone and ends with `410 Gone`. Changes to
 placement status keep coming meanwhile; every one must reach its map.
 """
@@ -59,7 +60,7 @@ async def test_watches_ended_by_compaction_relist_and_lose_no_change(
     fleet: Fleet, figure: Callable[[str, object], None]
 ) -> None:
     await fleet.route(SERVICES)
-    leader = await fleet.start_controller("leader")
+    leader = await fleet.start_controller("leader", args=("--min-watch-timeout=2s",))
     await fleet.until_correct()
     rng = random.Random(410)
     want = dict.fromkeys(fleet.services, ADMITTED)

@@ -231,6 +231,18 @@ class TestDeployment:
         assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
         assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
 
+    def test_the_probes_have_a_port_of_their_own_apart_from_metrics(self, render: Render) -> None:
+        """As a kubebuilder manager: metrics on 8080, /healthz and /readyz on 8081."""
+        values = yaml.safe_load((EXAMPLES / "values.yaml").read_text())
+        values.setdefault("controller", {})["healthProbePort"] = 9440
+        for docs, port in ((render(EXAMPLES / "values.yaml"), 8081), (render(values), 9440)):
+            container = deployment(docs)["spec"]["template"]["spec"]["containers"][0]
+            ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+            assert ports == {"metrics": 8080, "health": port}
+            assert f"--health-probe-bind-address=0.0.0.0:{port}" in container["args"]
+            for probe in ("readinessProbe", "livenessProbe"):
+                assert container[probe]["httpGet"]["port"] == "health", probe
+
     def test_a_changed_setting_changes_the_pod_template(self, render: Render) -> None:
         """`helm upgrade` with new settings restarts the controller, which reads them once."""
         before = deployment(render(EXAMPLES / "values.yaml"))

@@ -237,6 +237,8 @@ class ControllerProcess:
             self.config_path.write_text(yaml.safe_dump(config))
         #: the metrics port, known once the process has bound it (`bound_port`)
         self.port = 0
+        #: the /healthz and /readyz port, known once the process has bound it (`probe_port`)
+        self.probe_bound = 0
         self.log_path = workdir / f"controller-{self.identity}.log"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -255,6 +257,8 @@ class ControllerProcess:
             # port 0: the process takes a free port itself; a port picked here and bound
             # later could be taken in between by any other process on the machine
             "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--health-probe-bind-address",
             "127.0.0.1:0",
             "--lease-name",
             self.lease,
@@ -297,6 +301,28 @@ class ControllerProcess:
         if not self.port:
             self.port = await eventually(logged, timeout, "the metrics address in the log")
         return self.port
+
+    async def probe_port(self, timeout: float = PATIENCE) -> int:
+        """The /healthz and /readyz port the process bound, from its log."""
+
+        async def logged() -> int | None:
+            found = re.search(
+                r'serving /healthz and /readyz.*"address": "127\.0\.0\.1:(\d+)"', self.log
+            )
+            return int(found.group(1)) if found else None
+
+        if not self.probe_bound:
+            self.probe_bound = await eventually(logged, timeout, "the probe address in the log")
+        return self.probe_bound
+
+    async def get_probe(self, path: str) -> tuple[int, str]:
+        """GET /healthz or /readyz: the status and the body."""
+        port = await self.probe_port()
+        async with (
+            aiohttp.ClientSession(trust_env=False) as session,
+            session.get(f"http://127.0.0.1:{port}{path}") as response,
+        ):
+            return response.status, await response.text()
 
     async def metric(self, name: str) -> str:
         port = await self.bound_port()

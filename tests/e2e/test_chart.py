@@ -94,7 +94,8 @@ async def test_a_broken_value_in_the_charts_configmap_stops_the_controller(
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "ome_routing.cli.main", "controller",
         "--kubeconfig", str(kubeconfig), "--namespace", namespace, "--config-map", CONFIGMAP,
-        "--metrics-bind-address", "127.0.0.1:0", "--log-format", "console",
+        "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0",
+        "--log-format", "console",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     output, _ = await asyncio.wait_for(process.communicate(), timeout=60)
@@ -123,7 +124,8 @@ async def test_the_charts_configmap_with_the_spec_values_starts_the_controller(
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "ome_routing.cli.main", "controller",
         "--kubeconfig", str(kubeconfig), "--namespace", namespace, "--config-map", CONFIGMAP,
-        "--metrics-bind-address", "127.0.0.1:0", "--no-leader-elect",
+        "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0",
+        "--no-leader-elect",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     assert process.stdout is not None

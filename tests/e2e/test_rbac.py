@@ -191,23 +191,27 @@ async def test_the_charts_service_account_is_enough_and_no_more(
                 f"the controller's ServiceAccount may {what}: {result.stdout}{result.stderr}"
             )
 
-        await only_health_and_metrics(await process.bound_port(), token)
+        await only_health_and_metrics(await process.probe_port(), await process.bound_port(), token)
     finally:
         await process.stop()
 
 
-async def only_health_and_metrics(port: int, token: str) -> None:
-    """/healthz, /readyz and /metrics answer; any other path or method does not."""
-    base = f"http://127.0.0.1:{port}"
+async def only_health_and_metrics(probe_port: int, metrics_port: int, token: str) -> None:
+    """/healthz and /readyz answer on the probe port, /metrics on its own; any other path
+    or method does not."""
+    served = {probe_port: ("/healthz", "/readyz"), metrics_port: ("/metrics",)}
     async with aiohttp.ClientSession(trust_env=False) as session:
-        for path in ("/healthz", "/readyz", "/metrics"):
-            async with session.get(base + path) as response:
-                body = await response.text()
-                assert response.status == 200, path
-                assert token not in body and "BEGIN" not in body, f"{path} shows a credential"
-        for path in ("/", "/debug/pprof/", "/env", "/config", "/metrics/../config", "/%2e%2e/etc"):
-            async with session.get(base + path) as response:
-                assert response.status == 404, f"GET {path} answered {response.status}"
-        for method in ("POST", "PUT", "DELETE"):
-            async with session.request(method, base + "/metrics") as response:
-                assert response.status == 405, f"{method} /metrics answered {response.status}"
+        for port, paths in served.items():
+            base = f"http://127.0.0.1:{port}"
+            for path in paths:
+                async with session.get(base + path) as response:
+                    body = await response.text()
+                    assert response.status == 200, path
+                    assert token not in body and "BEGIN" not in body, f"{path} shows a credential"
+            others = ("/", "/debug/pprof/", "/env", "/config", "/metrics/../config", "/%2e%2e/etc")
+            for path in (*others, *(p for p in ("/healthz", "/metrics") if p not in paths)):
+                async with session.get(base + path) as response:
+                    assert response.status == 404, f"GET {path} answered {response.status}"
+            for method in ("POST", "PUT", "DELETE"):
+                async with session.request(method, base + paths[0]) as response:
+                    assert response.status == 405, f"{method} {paths[0]} answered {response.status}"

@@ -113,6 +113,7 @@ async def test_the_controller_in_the_image_writes_a_trafficmap(
         # port 0: the controller takes a free port itself and logs it; a port picked here
         # could be taken by another process before the container binds it
         "--metrics-bind-address=127.0.0.1:0",
+        "--health-probe-bind-address=127.0.0.1:0",
         "--lease-name=ome-routing-image-test",
     ]
     container = Container(bundle, args, {"/config": config}, pod=chart_pod)
@@ -125,7 +126,7 @@ async def test_the_controller_in_the_image_writes_a_trafficmap(
             log = (tmp_path / "controller.log").read_text()
             if container.process.poll() is not None:
                 raise AssertionError(f"the container exited:\n{log}")
-            bound = re.search(r'serving /metrics.*"address": "127\.0\.0\.1:(\d+)"', log)
+            bound = re.search(r'serving /healthz and /readyz.*"address": "127\.0\.0\.1:(\d+)"', log)
             if bound is None:
                 return False
             port = bound.group(1)

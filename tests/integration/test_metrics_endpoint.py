@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ome_routing.cli.controller import _health_app
+from ome_routing.cli.controller import _metrics_app
 from ome_routing.metrics import RoutingMetrics
 
 
@@ -32,9 +32,7 @@ async def test_a_scrape_is_written_out_off_the_event_loop() -> None:
     metrics.registry.register(witness)
     metrics.set_fallback_homes("team-a", "llama", 2)
     loop_thread = threading.get_ident()
-    async with TestClient(
-        TestServer(_health_app(metrics, asyncio.Event()), host="127.0.0.1")
-    ) as client:
+    async with TestClient(TestServer(_metrics_app(metrics), host="127.0.0.1")) as client:
         response = await client.get("/metrics")
         body = await response.text()
     assert response.status == 200
@@ -58,11 +56,9 @@ async def test_the_event_loop_keeps_its_turns_while_a_large_scrape_is_written_ou
             turns += 1
             await asyncio.sleep(0)
 
-    async with TestClient(
-        TestServer(_health_app(metrics, asyncio.Event()), host="127.0.0.1")
-    ) as client:
+    async with TestClient(TestServer(_metrics_app(metrics), host="127.0.0.1")) as client:
         # the connection first: its name lookup may run in a thread, the loop turning
-        assert (await client.get("/healthz")).status == 200
+        assert (await client.get("/nothing-here")).status == 404
         counter = asyncio.ensure_future(count_turns())
         await asyncio.sleep(0)
         before = turns

@@ -34,17 +34,27 @@ class _Listing:
 
 
 class _Client:
-    """Lists the given objects, then watches one modification and waits."""
+    """Lists the given objects."""
 
-    def __init__(self, listed: list[RawObject], modified: RawObject) -> None:
+    def __init__(self, listed: list[RawObject]) -> None:
         self._listed = listed
-        self._modified = modified
-        self.watches = 0
 
     def list(self, resource: Any, **_: Any) -> _Listing:
         return _Listing(self._listed)
 
-    async def watch(self, resource: Any, **_: Any) -> AsyncIterator[tuple[str, RawObject]]:
+
+class _OneEventInformer(Informer):
+    """Its watch brings one modification, then waits (the watch's HTTP is tested on a real
+    server in tests/integration/test_informer_watches.py)."""
+
+    def __init__(self, client: _Client, modified: RawObject) -> None:
+        super().__init__(cast(AsyncClient, client), TrafficMap, None, namespaced=True)
+        self._modified = modified
+        self.watches = 0
+
+    async def _request_watch(
+        self, version: str, timeout_seconds: int
+    ) -> AsyncIterator[tuple[str, RawObject]]:
         self.watches += 1
         yield "MODIFIED", self._modified
         await asyncio.Event().wait()
@@ -65,8 +75,7 @@ def recorder(heard: Heard) -> Any:
 
 
 async def test_every_handler_of_one_informer_hears_the_list_and_each_watch_event() -> None:
-    client = _Client([a_map("5")], a_map("6"))
-    informer = Informer(cast(AsyncClient, client), TrafficMap, None, namespaced=True)
+    informer = _OneEventInformer(_Client([a_map("5")]), a_map("6"))
     first: Heard = []
     second: Heard = []
     informer.add_handler(recorder(first))
@@ -80,7 +89,7 @@ async def test_every_handler_of_one_informer_hears_the_list_and_each_watch_event
     expected = [(("ns", "svc"), None, "5"), (("ns", "svc"), "5", "6")]
     assert first == expected
     assert second == expected
-    assert client.watches == 1
+    assert informer.watches == 1
 
 
 def test_a_deleted_map_that_is_already_terminating_stays_cached_for_its_finalizer() -> None:

@@ -11,6 +11,16 @@ With leader election, the routing controller and the publisher write through a
 keeps a client of its own. A lost Lease ends the process with exit code 1 and
 `Failed to start manager` (error `leader election lost`), as OME's manager, so that
 Kubernetes restarts it as a standby.
+
+The process's long-running tasks (the elector or the work, the collector's pacer, the
+signal watch) and the leader's (the caches, the routing controller, the publisher) run in
+task groups (`kube.tasks`): one that fails stops the rest, and the process exits with
+code 1 and `Failed to start manager` with the error, as OME's manager does when one of its
+runnables fails, rather than running on without it.
+
+`/metrics` is served on `--metrics-bind-address` (`:8080`), `/healthz` and `/readyz` on
+`--health-probe-bind-address` (`:8081`), apart, as a kubebuilder manager serves them;
+what the probes say is `kube.health`'s.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import signal
 import socket
 import sys
 import uuid
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +51,17 @@ from ome_routing.core.config import (
     config_from_multicluster,
     config_from_values,
 )
+from ome_routing.core.durations import Duration
 from ome_routing.core.endpoint import BUILTIN_PUBLISHER
 from ome_routing.core.report import FORMAT_REPORT
 from ome_routing.kube.caches import SharedCaches
 from ome_routing.kube.controller import Controller
 from ome_routing.kube.fencing import FencedClient
+from ome_routing.kube.health import Health, answer, loop_time
 from ome_routing.kube.leader import LOST, ElectionSettings, LeaderElector, LeadershipLost
 from ome_routing.kube.publisher import Publisher
+from ome_routing.kube.tasks import failed_task, run_together
+from ome_routing.kube.watching import WatchTiming
 from ome_routing.logs import configure
 from ome_routing.metrics import RoutingMetrics
 from ome_routing.observer import eventloop, pace_collections, tune_gc
@@ -68,6 +83,10 @@ _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 class StartupError(Exception):
     """The controller cannot start; the message is the log line."""
+
+
+class _Stopped(Exception):
+    """SIGTERM or SIGINT: the process stops, with exit code 0."""
 
 
 def config_from_document(document: Any, source: str) -> OperatorConfig:
@@ -142,17 +161,7 @@ def _client(kubeconfig: Path | None, context: str | None) -> AsyncClient:
     return AsyncClient(field_manager=FIELD_MANAGER)
 
 
-def _health_app(metrics: RoutingMetrics, ready: asyncio.Event) -> web.Application:
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def readyz(_: web.Request) -> web.Response:
-        return (
-            web.Response(text="ok")
-            if ready.is_set()
-            else web.Response(status=503, text="not ready")
-        )
-
+def _metrics_app(metrics: RoutingMetrics) -> web.Application:
     async def metrics_handler(_: web.Request) -> web.Response:
         # written out in a thread: with a series per TrafficMap, a scrape of 30,000 maps
         # takes half a second of Python that would hold the event loop (every poll, watch
@@ -162,18 +171,41 @@ def _health_app(metrics: RoutingMetrics, ready: asyncio.Event) -> web.Applicatio
         return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
     app = web.Application()
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_handler)
     return app
 
 
-def _split_address(address: str) -> tuple[str, int]:
+def _probe_app(health: Health) -> web.Application:
+    def respond(answered: tuple[int, str]) -> web.Response:
+        status, body = answered
+        return web.Response(status=status, text=body)
+
+    async def healthz(_: web.Request) -> web.Response:
+        return respond(answer("healthz", health.liveness(loop_time())))
+
+    async def readyz(_: web.Request) -> web.Response:
+        return respond(answer("readyz", health.readiness()))
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+async def _start_server(app: web.Application, address: tuple[str, int], what: str) -> web.AppRunner:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    host, port = address
+    await web.TCPSite(runner, host, port).start()
+    bound = runner.addresses[0][1] if runner.addresses else port
+    log.info(f"serving {what}", extra={"address": f"{host}:{bound}"})
+    return runner
+
+
+def _split_address(param: click.Parameter, address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     if not port.isdigit():
-        raise click.BadParameter(
-            f"{address!r} is not HOST:PORT", param_hint="--metrics-bind-address"
-        )
+        raise click.BadParameter(f"{address!r} is not HOST:PORT", param=param)
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
@@ -220,28 +252,46 @@ async def _serve(options: dict[str, Any]) -> int:
     # that full collections do not stall the polls of thousands of homes; the event loop
     # collects a little and often instead.
     tune_gc()
-    ready = asyncio.Event()
-    runner = web.AppRunner(_health_app(metrics, ready), access_log=None)
-    await runner.setup()
-    host, port = options["metrics_address"]
-    await web.TCPSite(runner, host, port).start()
-    log.info(
-        "serving /metrics, /healthz and /readyz",
-        extra={"address": f"{host}:{runner.addresses[0][1] if runner.addresses else port}"},
+    # On a multi-cluster control plane the publisher runs even with routing off, as OME's.
+    control_plane = config.enabled and config.role == ROLE_CONTROL_PLANE
+    health = Health(has_work=control_plane)
+    idle: Duration = options["watch_idle_timeout"]
+    timing = WatchTiming(idle.seconds, options["min_watch_timeout"].seconds)
+    runners: list[web.AppRunner] = []
+    servers = (
+        (_metrics_app(metrics), options["metrics_address"], "/metrics"),
+        (_probe_app(health), options["probe_address"], "/healthz and /readyz"),
     )
+    for app, address, what in servers:
+        try:
+            runners.append(await _start_server(app, address, what))
+        except OSError as err:  # the port is taken: a start-up error, not a traceback
+            log.error("Failed to start manager", extra={"error": f"serving {what}: {err}"})
+            for runner in runners:
+                await runner.cleanup()
+            await client.close()
+            return 1
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    async def until_stopped() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        raise _Stopped
 
     async def lead(writer: AsyncClient) -> None:
         metrics.leader.set(1)
         try:
+            # one watch and one cache of each kind for both reconcilers
+            caches = SharedCaches(writer, timing=timing)
+            # with routing off, the publisher only finalizes the maps that are deleted
+            publisher = Publisher(writer, config, metrics, caches=caches, timing=timing)
+            health.watch(*caches.informers, needed=True)
+            health.watch(*publisher.informers)
+            work = {"caches": caches.run(), "publisher": publisher.run()}
             if config.routing_active:
-                # one watch and one cache of each kind for both reconcilers
-                caches = SharedCaches(writer)
-                controller = Controller(
+                work["routing-controller"] = Controller(
                     writer,
                     config,
                     metrics,
@@ -249,16 +299,11 @@ async def _serve(options: dict[str, Any]) -> int:
                     poll_client_factory=lambda budget, limit: PollClient(
                         budget, limit, trust=trust
                     ),
-                )
-                publisher = Publisher(writer, config, metrics, caches=caches).run()
-                await asyncio.gather(caches.run(), controller.run(), publisher)
-            else:  # the publisher only finalizes the maps that are deleted
-                await Publisher(writer, config, metrics).run()
+                ).run()
+            await run_together(work)
         finally:
             metrics.leader.set(0)
 
-    # On a multi-cluster control plane the publisher runs even with routing off, as OME's.
-    control_plane = config.enabled and config.role == ROLE_CONTROL_PLANE
     if not config.routing_active:
         log.info(
             "multi-cluster routing is off; set ome.multicluster.enabled, role control-plane and "
@@ -279,8 +324,12 @@ async def _serve(options: dict[str, Any]) -> int:
             extra={"enabled": config.routing_enabled, "capacityFormats": [FORMAT_REPORT]},
         )
     fenced: AsyncClient | None = None
+    tasks: dict[str, Coroutine[Any, Any, None]] = {
+        "signals": until_stopped(),
+        "gc-pacer": pace_collections(),
+    }
     if not control_plane:
-        work: asyncio.Future[Any] = loop.create_future()
+        pass  # nothing to do but serve the probes and metrics until stopped
     elif options["leader_elect"]:
         identity = options["identity"] or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         elector = LeaderElector(
@@ -290,30 +339,31 @@ async def _serve(options: dict[str, Any]) -> int:
             identity=identity,
             settings=settings,
         )
+        health.leading = elector.may_write
+        health.standby_answering = elector.answering
         # every write of the leader's work passes the elector's gate
         fenced = FencedClient(elector, client.config, field_manager=FIELD_MANAGER)
         writer = fenced
-        work = asyncio.ensure_future(elector.run(lambda: lead(writer)))
+        tasks["leader-election"] = elector.run(lambda: lead(writer))
     else:
-        work = asyncio.ensure_future(lead(client))
-    ready.set()
-    stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
-    pacer = asyncio.ensure_future(pace_collections())
+        tasks["controller"] = lead(client)
     try:
-        await asyncio.wait([work, stopping], return_when=asyncio.FIRST_COMPLETED)
-        if work.done() and not work.cancelled() and work.exception() is not None:
-            if isinstance(work.exception(), LeadershipLost):
-                log.error("Failed to start manager", extra={"error": LOST})
-            else:
-                log.error("controller failed: %s", work.exception())
-            return 1
+        await run_together(tasks)
         return 0
+    except _Stopped:
+        return 0
+    except LeadershipLost:
+        log.error("Failed to start manager", extra={"error": LOST})
+        return 1
+    except Exception as err:
+        log.error(
+            "Failed to start manager",
+            extra={"error": str(err) or type(err).__name__, "task": failed_task(err)},
+        )
+        return 1
     finally:
-        work.cancel()
-        stopping.cancel()
-        pacer.cancel()
-        await asyncio.gather(work, stopping, pacer, return_exceptions=True)
-        await runner.cleanup()
+        for runner in runners:
+            await runner.cleanup()
         if fenced is not None:
             await fenced.close()
         await client.close()
@@ -351,9 +401,34 @@ async def _serve(options: dict[str, Any]) -> int:
 @click.option(
     "--metrics-bind-address",
     "metrics_address",
-    default="0.0.0.0:8080",
+    default=":8080",
     show_default=True,
-    callback=lambda _c, _p, v: _split_address(v),
+    callback=lambda _c, p, v: _split_address(p, v),
+    help="The address /metrics is served on.",
+)
+@click.option(
+    "--health-probe-bind-address",
+    "probe_address",
+    default=":8081",
+    show_default=True,
+    callback=lambda _c, p, v: _split_address(p, v),
+    help="The address /healthz and /readyz are served on.",
+)
+@click.option(
+    "--watch-idle-timeout",
+    type=DurationParam(positive=True),
+    default="2m30s",
+    show_default=True,
+    help="List again when a watch brings nothing, not even a bookmark, for this long, in "
+    "case its connection died silently; /healthz fails once listing fails too.",
+)
+@click.option(
+    "--min-watch-timeout",
+    type=DurationParam(positive=True),
+    default="5m",
+    show_default=True,
+    hidden=True,  # for tests: client-go's reflector has it as a constant
+    help="Each watch asks the API server to end it after this long times 1 to 2.",
 )
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
 @click.option(

@@ -45,12 +45,14 @@ def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
 class ControllerProcess:
     """`ome-routing controller ARGS...` with its output appended to `log`."""
 
-    def __init__(self, args: Sequence[str], log: Path, metrics_port: int, cwd: Path) -> None:
+    def __init__(
+        self, args: Sequence[str], log: Path, metrics_port: int, cwd: Path, *, probe_port: int
+    ) -> None:
         self.cwd = cwd
         self.argv = [sys.executable, "-m", "ome_routing.cli.main", "controller", *args]
         self.log = log
         self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-        self._ready_url = f"http://127.0.0.1:{metrics_port}/readyz"
+        self._ready_url = f"http://127.0.0.1:{probe_port}/readyz"
         self._child: subprocess.Popen[bytes] | None = None
 
     @property

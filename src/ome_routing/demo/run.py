@@ -206,7 +206,7 @@ class Demo(Commands):
     def _start_controller(self, stack: contextlib.ExitStack) -> None:
         assert self.plane is not None
         self.say.step("Start the routing controller with the chart values of Step 1")
-        (port,) = free_ports(1)
+        port, probe_port = free_ports(2)
         args = [
             "--config",
             self._values_file(),
@@ -216,10 +216,14 @@ class Demo(Commands):
             "ome",
             "--metrics-bind-address",
             f"127.0.0.1:{port}",
+            "--health-probe-bind-address",
+            f"127.0.0.1:{probe_port}",
             "--no-leader-elect",
         ]
         self.say.command(shlex.join(["ome-routing", "controller", *args]))
-        controller = ControllerProcess(args, self.work / "controller.log", port, self.options.repo)
+        controller = ControllerProcess(
+            args, self.work / "controller.log", port, self.options.repo, probe_port=probe_port
+        )
         if self.gateway is not None:
             # Its polls resolve the homes' hostnames as Traefik does: in the private namespace.
             controller.argv = self.gateway.sandbox.wrap(controller.argv)

@@ -14,22 +14,26 @@ informer of one's own.
 
 from __future__ import annotations
 
-import asyncio
-
 from lightkube import AsyncClient
 
 from ome_routing.kube.resources import InferenceService, TrafficMap
-from ome_routing.kube.watching import Informer
+from ome_routing.kube.tasks import run_together
+from ome_routing.kube.watching import WATCH_TIMING, Informer, WatchTiming
 
 
 class SharedCaches:
-    def __init__(self, client: AsyncClient) -> None:
-        self.isvcs = Informer(client, InferenceService, None, namespaced=True, packed=True)
-        self.maps = Informer(client, TrafficMap, None, namespaced=True, packed=True)
+    def __init__(self, client: AsyncClient, *, timing: WatchTiming = WATCH_TIMING) -> None:
+        self.isvcs = Informer(
+            client, InferenceService, None, namespaced=True, packed=True, timing=timing
+        )
+        self.maps = Informer(client, TrafficMap, None, namespaced=True, packed=True, timing=timing)
+
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        return self.isvcs, self.maps
 
     async def run(self) -> None:
         """Keep both caches in step until cancelled."""
-        await asyncio.gather(
-            asyncio.create_task(self.isvcs.run(), name="watch-InferenceService"),
-            asyncio.create_task(self.maps.run(), name="watch-TrafficMap"),
+        await run_together(
+            {"watch-InferenceService": self.isvcs.run(), "watch-TrafficMap": self.maps.run()}
         )

@@ -213,6 +213,8 @@ class LeaderElector:
         self._renewed_at = float("-inf")
         self._lost: asyncio.Event | None = None
         self.lost_reason = ""
+        #: when (monotonic) a read of the Lease last got an answer (`answering`)
+        self._answered_at = float("-inf")
 
     # --- the gate -----------------------------------------------------------------------
 
@@ -232,6 +234,11 @@ class LeaderElector:
             self._step_down(f"renew deadline passed before {request}")
         log.debug("write dropped: not the leader", extra={"request": request})
         raise NotLeader(f"{request}: not the leader")
+
+    def answering(self) -> bool:
+        """Whether a read of the Lease got an answer within the renew deadline: a standby
+        that is campaigning for real (its readiness, `kube.health`)."""
+        return self._clock() - self._answered_at < self._settings.renew_deadline
 
     def check_read(self, request: str) -> None:
         if self._stepped_down:
@@ -327,10 +334,12 @@ class LeaderElector:
             except ApiError as err:
                 if err.status.code != 404:
                     raise
+                self._answered_at = self._clock()
                 await self._client.create(self._new_lease(now_wall, transitions=0))
                 self._observed = Observation(self.identity, now_wall, self._clock())
                 self._renewed_at = sent
                 return _Attempt.HELD
+            self._answered_at = self._clock()
             self._observe(lease)
             if not lease_is_free(
                 self._observed, self.identity, self._clock(), self._lease_duration(lease)

@@ -20,7 +20,6 @@ is not served: no Gateway API CRDs) is read from the API server, as before.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from lightkube import AsyncClient
@@ -28,7 +27,8 @@ from lightkube.generic_resource import create_namespaced_resource
 
 from ome_routing.core.endpoint import EndpointConfig
 from ome_routing.core.publication_objects import GATEWAY_GROUP
-from ome_routing.kube.watching import Informer, RawObject, lean
+from ome_routing.kube.tasks import run_together
+from ome_routing.kube.watching import WATCH_TIMING, Informer, RawObject, WatchTiming, lean
 
 HTTPRoute = create_namespaced_resource(GATEWAY_GROUP, "v1", "HTTPRoute", "httproutes")
 BackendTLSPolicy = create_namespaced_resource(
@@ -54,20 +54,34 @@ def cached_kinds(config: EndpointConfig) -> tuple[Any, ...]:
 class PublishedObjects:
     """One informer per kind the publisher reads; see the module's docstring."""
 
-    def __init__(self, client: AsyncClient, config: EndpointConfig) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        config: EndpointConfig,
+        *,
+        timing: WatchTiming = WATCH_TIMING,
+    ) -> None:
         # `lean` only: these caches are read whole (a route's spec, a Service's labels)
         self._informers = {
-            resource: Informer(client, resource, None, namespaced=True, transform=lean)
+            resource: Informer(
+                client,
+                resource,
+                None,
+                namespaced=True,
+                transform=lean,
+                timing=timing,
+            )
             for resource in cached_kinds(config)
         }
 
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        return tuple(self._informers.values())
+
     async def run(self) -> None:
         """Keep every cache in step until cancelled (an unserved kind keeps retrying)."""
-        await asyncio.gather(
-            *(
-                asyncio.create_task(informer.run(), name=f"watch-{informer.kind}")
-                for informer in self._informers.values()
-            )
+        await run_together(
+            {f"watch-{informer.kind}": informer.run() for informer in self._informers.values()}
         )
 
     def holds(self, resource: Any) -> bool:

@@ -107,7 +107,7 @@ from ome_routing.kube.publisher_inputs import (
 )
 from ome_routing.kube.publishing import FIELD_MANAGER, Publishing
 from ome_routing.kube.resources import TrafficMap
-from ome_routing.kube.watching import Informer, ObjectKey, RawObject
+from ome_routing.kube.watching import WATCH_TIMING, Informer, ObjectKey, RawObject, WatchTiming
 from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
 
@@ -131,6 +131,7 @@ class Publisher:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         caches: SharedCaches | None = None,
+        timing: WatchTiming = WATCH_TIMING,
     ) -> None:
         self._client = client
         self._config = config
@@ -139,7 +140,11 @@ class Publisher:
         self._clock = clock
         #: the routes, Services (and slices, policies) the publisher reads, cached while it
         #: leads with routing on, as OME's cached client reads them (`kube.published`)
-        self._objects = PublishedObjects(client, config.endpoint) if config.routing_active else None
+        self._objects = (
+            PublishedObjects(client, config.endpoint, timing=timing)
+            if config.routing_active
+            else None
+        )
         self._io = Publishing(client, config.endpoint, self._objects)
         self._queue: WorkQueue[ObjectKey] = WorkQueue()
         self._retries: dict[ObjectKey, int] = {}
@@ -154,6 +159,11 @@ class Publisher:
         #: per map, the publication its last reconcile applied without error
         self._applied: dict[ObjectKey, Publication] = {}
         self.synced = asyncio.Event()
+
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        """The caches of what it publishes (for health: `kube.health`)."""
+        return self._objects.informers if self._objects is not None else ()
 
     def _listen(self, caches: SharedCaches) -> None:
         caches.maps.add_handler(self._on_map_event)

@@ -26,20 +26,44 @@ One informer may serve several reconcilers (`add_handler`): the routing controll
 the publisher share one watch and one cache of each kind they both read, rather than
 holding every map and service twice.
 
-It never raises from `run` except on cancellation; failures are logged and retried
-with a capped backoff.
+**A watch never stalls unnoticed.** The API side is not trusted to speak up: a watch
+connection that dies without a reset (a NAT or load balancer that drops idle flows, an
+API server that hangs) would otherwise freeze the cache while every fresh request still
+works. So, as client-go's reflector: each watch request asks the server to end it after a
+random 5 to 10 minutes (`timeoutSeconds`, `MIN_WATCH_TIMEOUT * (1 + rand)`), and the next
+one resumes from the last resourceVersion seen, without a list; each asks for bookmarks
+(`allowWatchBookmarks`), which kube-apiserver sends about once a minute and which only
+advance that resourceVersion; and a watch that brings nothing at all, not even a
+bookmark, for `idle_timeout` (`WATCH_IDLE_TIMEOUT`) ends, and the informer lists again.
+The idle bound is the watch request's read timeout, so it costs nothing per event.
+
+Health: `dead(now)` is true when the informer has listed once, nothing has come from the
+API server for longer than `idle_timeout`, and its last list failed: what `/healthz`
+reports (`kube.health`). A kind that never listed (not served) is not counted dead; it
+shows as not ready instead.
+
+Errors: `run` never raises except on cancellation. A watch that fails (a dropped
+connection, `410 Gone`, any API error) or stays silent past its bound (`SilentWatch`)
+ends, and the informer lists again; a failed list is logged and retried with a capped
+backoff.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, MutableMapping
+import random
+from collections.abc import AsyncIterator, Callable, MutableMapping
+from dataclasses import dataclass
 from sys import intern
 from typing import Any
 
-from lightkube import AsyncClient
+import httpx2
+import msgspec
+from lightkube import ApiError, AsyncClient
+from lightkube.core import decoders
 from lightkube.core.generic_client import ALL_NS
+from lightkube.core.selector import build_selector
 
 from ome_routing.kube.packing import PackedStore
 
@@ -54,6 +78,31 @@ OnEvent = Callable[[ObjectKey, RawObject | None, RawObject | None], None]
 LIST_PAGE = 500
 _BACKOFF_START = 0.5
 _BACKOFF_MAX = 30.0
+#: client-go's reflector `minWatchTimeout`: each watch request asks the server to end it
+#: after this long times (1 + a random fraction), so 5 to 10 minutes
+MIN_WATCH_TIMEOUT = 300.0
+#: How long a watch may bring nothing, not even a bookmark, before it is taken for dead and
+#: the informer lists again. kube-apiserver sends a watch that asks for bookmarks one about
+#: every minute, so a live watch is never this quiet; a dead one is found within it.
+WATCH_IDLE_TIMEOUT = 150.0
+
+
+@dataclass(frozen=True)
+class WatchTiming:
+    """How long a watch may be silent, and how long its requests last (tests shorten both)."""
+
+    #: `WATCH_IDLE_TIMEOUT`
+    idle_timeout: float = WATCH_IDLE_TIMEOUT
+    #: `MIN_WATCH_TIMEOUT`
+    min_watch_timeout: float = MIN_WATCH_TIMEOUT
+
+
+#: client-go's timings
+WATCH_TIMING = WatchTiming()
+
+
+class SilentWatch(Exception):
+    """A watch brought nothing, not even a bookmark, for longer than its idle bound."""
 
 
 def object_key(obj: RawObject) -> ObjectKey:
@@ -158,8 +207,22 @@ class Informer:
         transform: Transform | None = None,
         packed: bool = False,
         page: int = LIST_PAGE,
+        labels: dict[str, Any] | None = None,
+        timing: WatchTiming = WATCH_TIMING,
+        rng: random.Random | None = None,
     ) -> None:
         self._client = client
+        #: a label selector for the list and every watch (lightkube's `labels`)
+        self._labels = labels
+        #: see `WATCH_IDLE_TIMEOUT` and `MIN_WATCH_TIMEOUT`
+        self.idle_timeout = timing.idle_timeout
+        self._min_watch_timeout = timing.min_watch_timeout
+        self._rng = rng or random.Random()
+        #: when (the event loop's clock) the API server last answered: a list, or a line of
+        #: a watch (an event or a bookmark); None before the first
+        self.heard_at: float | None = None
+        #: whether the last list failed (cleared by one that succeeds)
+        self.list_failing = False
         self.kind: str = resource._api_info.resource.kind
         #: what the cache keeps of each object (and the events carry): by default, the
         #: kind's view (`VIEWS`), or `cached`; when packed, the same without `compact`
@@ -185,6 +248,17 @@ class Informer:
         for handler in self._handlers:
             handler(key, old, new)
 
+    def dead(self, now: float) -> bool:
+        """Whether the informer has listed before, has heard nothing from the API server for
+        longer than its idle bound (at `now`, the event loop's clock), and cannot list."""
+        heard = self.heard_at
+        return (
+            self.synced.is_set()
+            and self.list_failing
+            and heard is not None
+            and now - heard > self.idle_timeout
+        )
+
     async def run(self) -> None:
         backoff = _BACKOFF_START
         while True:
@@ -195,6 +269,9 @@ class Informer:
                 await self._watch(version)
             except asyncio.CancelledError:
                 raise
+            except SilentWatch as err:  # a dead connection, most likely: list again at once
+                log.warning("watch of %s ended: %s; listing again", self.kind, err)
+                continue
             except Exception as err:  # any failure means: list again
                 log.warning(
                     "watch of %s ended: %s; listing again in %.1fs", self.kind, _short(err), backoff
@@ -202,11 +279,25 @@ class Informer:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX)
 
+    def _note_heard(self) -> None:
+        self.heard_at = asyncio.get_running_loop().time()
+
     async def _relist(self) -> str:
+        try:
+            version = await self._list_into_new_cache()
+        except BaseException:
+            self.list_failing = True
+            raise
+        self.list_failing = False
+        self._note_heard()
+        return version
+
+    async def _list_into_new_cache(self) -> str:
+        selector: dict[str, Any] = {} if self._labels is None else {"labels": self._labels}
         listing = (
-            self._client.list(self._resource, namespace=ALL_NS, chunk_size=self._page)
+            self._client.list(self._resource, namespace=ALL_NS, chunk_size=self._page, **selector)
             if self._namespaced
-            else self._client.list(self._resource, chunk_size=self._page)
+            else self._client.list(self._resource, chunk_size=self._page, **selector)
         )
         fresh = self._store()
         async for obj in listing:
@@ -223,22 +314,84 @@ class Informer:
                 self._on_event(key, previous, raw)
         return version
 
+    def watch_timeout(self) -> int:
+        """The `timeoutSeconds` of the next watch request: 5 to 10 minutes, as client-go's."""
+        return max(1, int(self._min_watch_timeout * (1 + self._rng.random())))
+
     async def _watch(self, version: str) -> None:
-        stream = (
-            self._client.watch(self._resource, namespace=ALL_NS, resource_version=version)
-            if self._namespaced
-            else self._client.watch(self._resource, resource_version=version)
+        """Watch from `version` until a watch fails; a watch the server ends (its
+        `timeoutSeconds` passed) is followed by the next from the last version seen."""
+        while True:
+            async for event_type, obj in self._request_watch(version, self.watch_timeout()):
+                version = _version(obj) or version
+                if event_type == "BOOKMARK":
+                    continue  # it only moves the version on
+                raw = self._transform(obj)
+                key = object_key(raw)
+                previous = self.cache.get(key)
+                if event_type == "DELETED":
+                    self.cache.pop(key, None)
+                    self._on_event(key, previous, None)
+                elif event_type in ("ADDED", "MODIFIED"):
+                    self.cache[key] = raw
+                    self._on_event(key, previous, raw)
+
+    async def _request_watch(
+        self, version: str, timeout_seconds: int
+    ) -> AsyncIterator[tuple[str, RawObject]]:
+        """One watch request from `version`: its events (bookmarks too) until the server ends
+        it; raises `SilentWatch` past the idle bound, `ApiError` on an error event or answer.
+
+        lightkube's `watch` neither asks for bookmarks nor sets a read timeout, and it sends
+        every request again with the same `timeoutSeconds`; so the request is built with its
+        request builder (the path, the auth, the client's gate) and read here.
+        """
+        params: dict[str, Any] = {
+            "resourceVersion": version,
+            "timeoutSeconds": timeout_seconds,
+            "allowWatchBookmarks": "true",
+        }
+        if self._labels:
+            params["labelSelector"] = build_selector(self._labels)
+        generic = self._client._client
+        request = generic.prepare_request(
+            "list",
+            self._resource,
+            namespace=ALL_NS if self._namespaced else None,
+            watch=True,
+            params=params,
         )
-        async for event_type, obj in stream:
-            raw = self._transform(_raw(obj))
-            key = object_key(raw)
-            previous = self.cache.get(key)
-            if event_type == "DELETED":
-                self.cache.pop(key, None)
-                self._on_event(key, previous, None)
-            elif event_type in ("ADDED", "MODIFIED"):
-                self.cache[key] = raw
-                self._on_event(key, previous, raw)
+        # the read timeout is the idle bound: a watch that sends no byte for that long ends
+        base = generic._watch_timeout
+        request.timeout = httpx2.Timeout(
+            connect=base.connect, read=self.idle_timeout, write=base.write, pool=base.pool
+        )
+        response = await generic.send(generic.build_adapter_request(request), stream=True)  # type: ignore[no-untyped-call]
+        try:
+            if response.status_code != 200:
+                await response.aread()
+                generic.raise_for_status(response)  # type: ignore[no-untyped-call]
+            lines = response.aiter_lines()
+            while True:
+                try:
+                    line = await anext(lines)
+                except StopAsyncIteration:
+                    return
+                except httpx2.ReadTimeout:
+                    raise SilentWatch(
+                        f"nothing, not even a bookmark, for {self.idle_timeout:g}s"
+                    ) from None
+                self._note_heard()
+                if not line:
+                    continue
+                event = decoders.decode_watch_event(line)
+                if event.type == "ERROR":
+                    raise ApiError(status=decoders.decode_status(event.object))
+                obj = msgspec.json.decode(event.object)
+                if isinstance(obj, dict):
+                    yield event.type, obj
+        finally:
+            await response.aclose()
 
     def remember(self, raw: RawObject) -> None:
         """Put an object that this process just wrote into the cache, ahead of its watch event.

@@ -121,19 +121,6 @@ class LiveInformer(Informer):
                 await asyncio.gather(watching, return_exceptions=True)
 
 
-class _LabelledPods:
-    """The client, listing and watching only pods that carry OME's service label."""
-
-    def __init__(self, client: AsyncClient) -> None:
-        self._client = client
-
-    def list(self, resource: Any, **kwargs: Any) -> Any:
-        return self._client.list(resource, labels={ISVC_LABEL: op.exists()}, **kwargs)
-
-    def watch(self, resource: Any, **kwargs: Any) -> Any:
-        return self._client.watch(resource, labels={ISVC_LABEL: op.exists()}, **kwargs)
-
-
 class ClusterView:
     """The pods and InferenceServices of one workload cluster, kept by two informers."""
 
@@ -141,11 +128,13 @@ class ClusterView:
         self, client: AsyncClient, on_pod: OnEvent, on_isvc: OnEvent, idle_timeout: float = 30.0
     ) -> None:
         self.pods = LiveInformer(
-            cast(AsyncClient, _LabelledPods(client)),
+            client,
             Pod,
             on_pod,
             namespaced=True,
             transform=pod_fields,
+            # only pods that carry OME's service label
+            labels={ISVC_LABEL: op.exists()},
             idle_timeout=idle_timeout,
         )
         self.isvcs = LiveInformer(
