@@ -329,7 +329,7 @@ class Controller:
             observer.remove_home(home)
         if poll is not None and keep:
             for home in keep:
-                observer.set_home(home, home.endpoint, poll)
+                observer.set_home(home, home.endpoint, poll, home.namespace)
             # the keys held stay when they are the same homes: they are the observer's
             # own, where every reconcile's keys are new copies of them
             if keep != set(held):
