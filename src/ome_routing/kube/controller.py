@@ -32,6 +32,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from lightkube import ApiError, AsyncClient
@@ -70,6 +71,11 @@ RESYNC_SECONDS = 600.0
 WRITE_GRACE_SECONDS = 5.0
 _RETRY_START = 1.0
 _RETRY_MAX = 60.0
+
+
+def flow_counts(budget: RequestBudget) -> list[tuple[str, int, int]]:
+    """namespace, slots held, requests waiting: the budget's flows for its metrics."""
+    return [(flow, use.held, use.waiting) for flow, use in budget.flows().items()]
 
 
 class Controller:
@@ -115,9 +121,9 @@ class Controller:
 
     async def run(self) -> None:
         limits = self._config.observer
-        poll_client = self._poll_client_factory(
-            RequestBudget(limits.max_concurrent_requests), limits.max_response_bytes
-        )
+        budget = RequestBudget(limits.max_concurrent_requests)
+        poll_client = self._poll_client_factory(budget, limits.max_response_bytes)
+        self._metrics.budget_shares.watch(partial(flow_counts, budget))
         observer = Observer(
             poll_client,
             on_change=self._on_verdict_change,
@@ -164,6 +170,7 @@ class Controller:
             await poll_client.close()
             self._queue.close()
             self._metrics.homes.set(0)
+            self._metrics.budget_shares.watch(None)
 
     def _hold_existing_homes(self) -> None:
         """Hand the observer the homes of every routed service before it starts.

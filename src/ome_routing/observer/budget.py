@@ -115,14 +115,17 @@ class RequestBudget:
         return self._held_by.get(flow, 0)
 
     def flows(self) -> dict[str, FlowUse]:
-        """Every flow that holds a slot or waits for one, with how many of each."""
-        lines = self._lines
+        """Every flow that holds a slot or waits for one, with how many of each.
+
+        Safe to call from another thread (the metrics scrape's): it copies each dict in
+        one call before reading it.
+        """
+        waiting = {flow: len(line) for flow, line in list(self._lines.items())}
         uses = {
-            flow: FlowUse(held, len(lines.get(flow, ()))) for flow, held in self._held_by.items()
+            flow: FlowUse(held, waiting.pop(flow, 0)) for flow, held in self._held_by.copy().items()
         }
-        for flow, line in lines.items():
-            if flow not in uses:
-                uses[flow] = FlowUse(0, len(line))
+        for flow, count in waiting.items():
+            uses[flow] = FlowUse(0, count)
         return uses
 
     def slot(self, flow: str = DEFAULT_FLOW) -> _Holding:

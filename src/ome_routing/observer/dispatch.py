@@ -99,18 +99,39 @@ class Dispatcher:
                 if budget.try_acquire(flow):
                     self._fly(home, now)
                 else:
-                    home.queued = now
                     budget.enqueue(home, flow)
         finally:
             self._pumping = False
 
     def _slot_passed(self, home: Home) -> None:
-        """The budget passed a slot to a home in its line (`Home.set_result`)."""
+        """The budget passed a slot to a home in its line (`Home.set_result`).
+
+        The wait is the poll's (`PollEvent.waited`, from when it was due), not counted
+        in the budget's `waited_seconds` as well: one call less a poll.
+        """
         loop = self._loop
         assert loop is not None
-        now = loop.time()
-        self._budget.passed(now - home.queued)
-        self._fly(home, now)
+        self._fly(home, loop.time())
+
+    def _next_after(self, home: Home) -> None:
+        """A poll of `home` ended and gave its slot back: send the next due poll.
+
+        When the budget handed the slot on to a request in line (it had one waiting),
+        no slot is free and the schedule has nothing to send: the homes falling due
+        join the line when the timer rings for them, so only the timer is checked
+        (the home's next poll may come before it rings).
+        """
+        budget = self._budget
+        if budget.in_use < budget.limit:
+            self._pump()
+            return
+        if home.retired:
+            return
+        timer = self._timer
+        if timer is None or home.due + RING_SLACK < self._timer_when:
+            loop = self._loop
+            assert loop is not None
+            self._set_timer(loop)
 
     def _set_timer(self, loop: asyncio.AbstractEventLoop) -> None:
         """Pump when the first scheduled home is due."""

@@ -64,8 +64,6 @@ class Home:
     #: the poll underway, when its request went out, and the deadline after it
     flight: Flight | None = None
     picked: float = 0.0
-    #: since when it waits in the budget's line, when it does
-    queued: float = 0.0
     following: float = 0.0
     #: no longer the observer's: not polled again, its poll underway cancelled
     retired: bool = False

@@ -288,7 +288,7 @@ class Observer(Dispatcher):
         reason: str | None,
         latency: float,
     ) -> None:
-        """A poll ended (its slot is free): record it, and poll the next due home."""
+        """A poll ended (its slot given back): record it, and poll the next due home."""
         self._flying -= 1
         home.flight = None
         if not home.retired:
@@ -303,7 +303,7 @@ class Observer(Dispatcher):
                     assert loop is not None
                     self._schedule(home, loop.time() + home.policy.period.seconds)
         try:
-            self._pump()
+            self._next_after(home)
         except Exception:
             # called from a connection's answer: a fault here must not close it
             log.exception("capacity polls: the schedule failed to send the next due poll")
