@@ -36,6 +36,7 @@ class Dispatcher:
     def __init__(self, client: PollClient) -> None:
         self._client = client
         self._budget = client.budget
+        self._limit = client.budget.limit
         self._phase = Phase.STARTING
         #: scheduled homes by due time; retired ones stay until they reach the front
         self._queue: DueQueue[Home] = DueQueue()
@@ -95,11 +96,16 @@ class Dispatcher:
                 if home is None:
                     self._set_timer(loop)
                     return
-                flow = home.flow
-                if budget.try_acquire(flow):
+                if budget.try_acquire(home.flow):
                     self._fly(home, now)
-                else:
-                    budget.enqueue(home, flow)
+                    continue
+                # no slot is free, and none will be in this turn that the line does not
+                # take: the due homes join it
+                while home is not None:
+                    budget.enqueue(home, home.flow)
+                    home = self._take(now)
+                self._set_timer(loop)
+                return
         finally:
             self._pumping = False
 
@@ -121,8 +127,7 @@ class Dispatcher:
         join the line when the timer rings for them, so only the timer is checked
         (the home's next poll may come before it rings).
         """
-        budget = self._budget
-        if budget.in_use < budget.limit:
+        if self._budget.in_use < self._limit:
             self._pump()
             return
         if home.retired:
