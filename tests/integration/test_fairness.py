@@ -1,5 +1,7 @@
 """Fair shares of the request budget: one tenant's stalled homes cost another tenant nothing.
 
+The same for health probes, which share the budget.
+
 Tenant A has 32 homes whose endpoints never answer (each poll holds its slot for its
 whole `timeout`), tenant B 4 healthy homes, and they share `maxConcurrentRequests: 16`.
 First come, first served, B's due polls wait behind every A poll due before them: a
@@ -16,13 +18,16 @@ import json
 import statistics
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from aiohttp import web
 
 from ome_routing.core.pollrules import CapacityPolicy
+from ome_routing.core.proberules import ProbePolicy
 from ome_routing.observer import Observer, PollClient, PollEvent, RequestBudget
+from ome_routing.observer.prober import ProbeEvent, Prober
 
 from .conftest import Handler, Reporter, a_report, seconds
 
@@ -131,4 +136,63 @@ async def test_a_tenant_whose_homes_stall_does_not_hold_up_another_tenants_polls
     # and so each B home was polled every period while it was watched (the first and
     # last periods may fall outside the watch)
     least = min(len(sent.times[("b", i)]) for i in range(B_HOMES))
+    assert least >= WATCHED_SECONDS / period - 2
+
+
+def a_probe(period: str, timeout: str) -> ProbePolicy:
+    return ProbePolicy(
+        path="/v1/models",
+        method="GET",
+        accept_statuses=(200,),
+        gate_statuses=(503,),
+        period=seconds(period),
+        timeout=seconds(timeout),
+        failure_threshold=2,
+        success_threshold=2,
+        all_failed_policy="PreserveTraffic",
+    )
+
+
+class Probed:
+    """How late each probe went out (from when it was due), by home."""
+
+    def __init__(self) -> None:
+        self.late: dict[Any, list[float]] = defaultdict(list)
+
+    def probe_finished(self, event: ProbeEvent) -> None:
+        self.late[event.key].append(event.waited)
+
+
+async def test_a_tenant_whose_probes_stall_does_not_hold_up_another_tenants_probes(
+    reporter: StartReporter, stalling: Handler
+) -> None:
+    stalled = await reporter(stalling)
+    served = await reporter(healthy)
+    loop = asyncio.get_running_loop()
+    probed = Probed()
+    budget = RequestBudget(SLOTS)
+    async with PollClient(budget, 65536) as client:
+        prober = Prober(
+            client, lambda key, state: None, clock=lambda: datetime.now(UTC), stats=probed
+        )
+        await prober.start()
+        try:
+            a_policy_, b_policy = a_probe(A_PERIOD, A_TIMEOUT), a_probe(B_PERIOD, B_TIMEOUT)
+            for i in range(A_HOMES):
+                prober.set_target(("a", i), f"{stalled.base}/a-{i}", a_policy_, flow="tenant-a")
+            for i in range(B_HOMES):
+                prober.set_target(("b", i), f"{served.base}/b-{i}", b_policy, flow="tenant-b")
+            start = loop.time()
+            while loop.time() - start < WATCHED_SECONDS:
+                await asyncio.sleep(0.1)
+        finally:
+            await prober.stop()
+    period = seconds(B_PERIOD).seconds
+    late = [wait for i in range(B_HOMES) for wait in probed.late[("b", i)]]
+    bound = seconds(A_TIMEOUT).seconds + (B_HOMES - 1) * seconds(B_TIMEOUT).seconds
+    print(
+        f"B probes: wait for a slot p99 {p99(late):.3f}s max {max(late):.3f}s; bound {bound:.3f}s"
+    )
+    assert max(late) <= bound
+    least = min(len(probed.late[("b", i)]) for i in range(B_HOMES))
     assert least >= WATCHED_SECONDS / period - 2

@@ -635,3 +635,20 @@ async def test_stopping_mid_poll_leaves_no_task_or_connection(reporter: StartRep
     await client.close()
     assert [t for t in asyncio.all_tasks() if t.get_name().startswith(WORKER_NAME)] == []
     assert established_to(port) == 0
+
+
+async def test_a_home_waiting_in_line_when_the_observer_stops_is_not_sent(
+    watch: WatchFactory, reporter: StartReporter
+) -> None:
+    """The slot that the stop frees is not handed to a home in line: it is retired too."""
+    server = await reporter(reporting(2, delay=5))
+    w = await watch(budget=1)
+    for key in ("a", "b"):
+        w.observer.set_home(key, server.base, a_policy(period="1s", timeout="9s"))
+    while not (server.requests and w.budget.waiting == 1):
+        await asyncio.sleep(0.01)
+    await w.observer.stop()
+    await asyncio.sleep(0.1)
+    assert len(server.requests) == 1
+    assert w.budget.granted == 1  # a's slot only: none went to b as a's was cancelled
+    assert w.budget.in_use == 0 and w.budget.waiting == 0

@@ -115,6 +115,9 @@ class Dispatcher:
         The wait is the poll's (`PollEvent.waited`, from when it was due), not counted
         in the budget's `waited_seconds` as well: one call less a poll.
         """
+        if self._phase is not Phase.RUNNING:  # stopping: the homes are being retired
+            self._budget.release(home.flow)
+            return
         loop = self._loop
         assert loop is not None
         self._fly(home, loop.time())

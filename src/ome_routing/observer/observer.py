@@ -195,6 +195,10 @@ class Observer(Dispatcher):
             return
         self._phase = Phase.STOPPING
         reason = failures.not_submitted("observer is stopping").reason
+        # every home retired before any poll is cancelled: a slot that a cancelled poll
+        # gives back passes over the homes waiting in the budget's line
+        for home in self._homes.values():
+            home.retired = True
         for home in self._homes.values():
             self._retire(home)
             home.window = record_failure(home.window, reason)
