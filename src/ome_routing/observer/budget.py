@@ -208,6 +208,23 @@ class RequestBudget:
 
     def release(self, flow: str = DEFAULT_FLOW) -> None:
         """Give a flow's slot back: to the next flow in line, or to the free ones."""
+        if self._waiting and not self._handing and len(self._lines) == 1:
+            line = self._lines.get(flow)
+            if line is not None and len(line) > 1 and not line[0].done():
+                # the one flow in line gives a slot back: it passes to that flow's next
+                # waiter, and what each flow holds stays as it is (a saturated budget's
+                # usual case, kept short)
+                waiter = line.popleft()
+                self._waiting -= 1
+                self._granted += 1
+                self._handing = True
+                try:
+                    waiter.set_result(None)
+                    self._hand_given_back()
+                finally:
+                    self._handing = False
+                    self._to_hand = 0
+                return
         held_by = self._held_by
         held = held_by[flow] - 1
         if held:
@@ -223,21 +240,27 @@ class RequestBudget:
             by_held[held][flow] = None
             if held < self._lowest:
                 self._lowest = held
-        # hand the slot on; a slot given back by a waiter as it is handed one (a request
-        # that fails at once) is handed on by the loop here, not by a nested call
         self._to_hand += 1
         if self._handing:
             return
         self._handing = True
         try:
-            while self._to_hand and self._waiting:
-                self._to_hand -= 1
-                self._hand_on()
+            self._hand_given_back()
         finally:
             self._handing = False
             self._to_hand = 0
 
     # --- inside -------------------------------------------------------------------
+
+    def _hand_given_back(self) -> None:
+        """Hand on the slots given back (also inside a waiter's `set_result`), in turn.
+
+        A request that fails as it is sent gives its slot back while it is being handed
+        one: that slot is counted in `_to_hand` and handed on here, not by a nested call.
+        """
+        while self._to_hand and self._waiting:
+            self._to_hand -= 1
+            self._hand_on()
 
     def _hand_on(self) -> None:
         """Pass a free slot to the first live waiter of the flow that holds the fewest."""
