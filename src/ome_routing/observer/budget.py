@@ -220,7 +220,8 @@ class RequestBudget:
                 self._handing = True
                 try:
                     waiter.set_result(None)
-                    self._hand_given_back()
+                    if self._to_hand:  # it gave the slot back at once
+                        self._hand_given_back()
                 finally:
                     self._handing = False
                     self._to_hand = 0
