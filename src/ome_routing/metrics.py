@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import metrics as prometheus_metrics
@@ -52,6 +52,62 @@ class PerMapGauge(Collector):
         for labels, value in list(self._values.items()):
             family.add_metric(list(labels), value)
         yield family
+
+
+#: The namespaces that the budget's series name, at most: the busiest (most slots held and
+#: requests waiting) at each scrape; the others are summed under `OTHER_NAMESPACES`.
+BUDGET_NAMESPACES = 20
+#: The label value of the namespaces summed together: not a namespace name (a namespace
+#: is a DNS label, with no `_`), so it is never one tenant's.
+OTHER_NAMESPACES = "_other"
+
+#: namespace, slots held, requests waiting: what the budget holds of each flow now
+FlowCounts = Callable[[], Iterable[tuple[str, int, int]]]
+
+
+class BudgetShares(Collector):
+    """Slots held and requests waiting in the shared budget, by namespace, at each scrape.
+
+    At most `BUDGET_NAMESPACES` namespaces are named (the busiest now), plus one series
+    for the rest summed, so that a fleet of thousands of namespaces makes a few dozen
+    series. Read from the budget of the running observer (`watch`); none while none runs.
+    """
+
+    def __init__(self, registry: CollectorRegistry, limit: int = BUDGET_NAMESPACES) -> None:
+        self._limit = limit
+        self._source: FlowCounts | None = None
+        registry.register(self)
+
+    def watch(self, source: FlowCounts | None) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        held = GaugeMetricFamily(
+            "ome_routing_observer_budget_held_requests",
+            "Slots of routing.observer.maxConcurrentRequests held now, by the namespace of "
+            f"the InferenceService (the {self._limit} busiest; the rest summed as "
+            f'namespace="{OTHER_NAMESPACES}").',
+            labels=["namespace"],
+        )
+        waiting = GaugeMetricFamily(
+            "ome_routing_observer_budget_waiting_requests",
+            "Polls and probes waiting for a slot of routing.observer.maxConcurrentRequests "
+            f"now, by the namespace of the InferenceService (the {self._limit} busiest; the "
+            f'rest summed as namespace="{OTHER_NAMESPACES}").',
+            labels=["namespace"],
+        )
+        source = self._source
+        if source is not None:
+            flows = sorted(source(), key=lambda flow: (-(flow[1] + flow[2]), flow[0]))
+            for namespace, held_now, waiting_now in flows[: self._limit]:
+                held.add_metric([namespace], held_now)
+                waiting.add_metric([namespace], waiting_now)
+            rest = flows[self._limit :]
+            if rest:
+                held.add_metric([OTHER_NAMESPACES], sum(flow[1] for flow in rest))
+                waiting.add_metric([OTHER_NAMESPACES], sum(flow[2] for flow in rest))
+        yield held
+        yield waiting
 
 
 class LoopCounter(Counter):
@@ -156,6 +212,7 @@ class RoutingMetrics:
             buckets=_WAIT_BUCKETS,
             registry=self.registry,
         )
+        self.budget_shares = BudgetShares(self.registry)
         self.reconciles = Counter(
             "ome_routing_trafficmap_reconciles_total",
             "TrafficMap reconciles by result (ok, frozen, skipped, error).",

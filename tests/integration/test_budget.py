@@ -104,7 +104,7 @@ def test_a_budget_needs_a_positive_limit(limit: int) -> None:
 
 
 async def test_a_slot_given_back_goes_to_the_oldest_waiter() -> None:
-    """First come, first served: a request that arrives later cannot take it first."""
+    """Within one flow, first come, first served: a request that arrives later cannot take it first."""
     budget = RequestBudget(1)
     assert budget.try_acquire()
     order: list[str] = []

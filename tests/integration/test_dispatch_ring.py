@@ -50,7 +50,7 @@ async def test_homes_due_within_the_slack_go_out_in_one_ring() -> None:
         schedule = Recorded(client)
         schedule._loop, schedule._phase = loop, Phase.RUNNING
         first = loop.time() + 0.05
-        homes = [cast(Home, SimpleNamespace(retired=False, due=0.0)) for _ in range(4)]
+        homes = [cast(Home, SimpleNamespace(retired=False, due=0.0, flow="")) for _ in range(4)]
         for index, home in enumerate(homes):  # due 0.4 ms apart: 1.2 ms from first to last
             schedule._schedule(home, first + index * 0.0004)
         schedule._set_timer(loop)

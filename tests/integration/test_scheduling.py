@@ -311,8 +311,8 @@ async def test_a_home_due_while_probes_hold_every_slot_waits_in_line_for_one(
     w.observer.set_home("a", server.base, a_policy(period="1s"))
     await asyncio.sleep(0.3)
     assert server.requests == []
-    # places in line for as many polls as the budget has slots, as the prober takes
-    assert w.budget.waiting == 2
+    # the due home waits in its flow's line of the budget, beside the probes
+    assert w.budget.waiting == 1
     release.set()
     await w.until("a", Verdict(2, None))
     await holder
@@ -635,3 +635,20 @@ async def test_stopping_mid_poll_leaves_no_task_or_connection(reporter: StartRep
     await client.close()
     assert [t for t in asyncio.all_tasks() if t.get_name().startswith(WORKER_NAME)] == []
     assert established_to(port) == 0
+
+
+async def test_a_home_waiting_in_line_when_the_observer_stops_is_not_sent(
+    watch: WatchFactory, reporter: StartReporter
+) -> None:
+    """The slot that the stop frees is not handed to a home in line: it is retired too."""
+    server = await reporter(reporting(2, delay=5))
+    w = await watch(budget=1)
+    for key in ("a", "b"):
+        w.observer.set_home(key, server.base, a_policy(period="1s", timeout="9s"))
+    while not (server.requests and w.budget.waiting == 1):
+        await asyncio.sleep(0.01)
+    await w.observer.stop()
+    await asyncio.sleep(0.1)
+    assert len(server.requests) == 1
+    assert w.budget.granted == 1  # a's slot only: none went to b as a's was cancelled
+    assert w.budget.in_use == 0 and w.budget.waiting == 0

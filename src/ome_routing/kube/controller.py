@@ -33,6 +33,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from lightkube import ApiError, AsyncClient
@@ -82,6 +83,11 @@ _RETRY_START = 1.0
 _RETRY_MAX = 60.0
 
 
+def flow_counts(budget: RequestBudget) -> list[tuple[str, int, int]]:
+    """namespace, slots held, requests waiting: the budget's flows for its metrics."""
+    return [(flow, use.held, use.waiting) for flow, use in budget.flows().items()]
+
+
 class Controller:
     def __init__(
         self,
@@ -124,9 +130,9 @@ class Controller:
 
     async def run(self) -> None:
         limits = self._config.observer
-        poll_client = self._poll_client_factory(
-            RequestBudget(limits.max_concurrent_requests), limits.max_response_bytes
-        )
+        budget = RequestBudget(limits.max_concurrent_requests)
+        poll_client = self._poll_client_factory(budget, limits.max_response_bytes)
+        self._metrics.budget_shares.watch(partial(flow_counts, budget))
         observer = Observer(
             poll_client,
             on_change=self._on_verdict_change,
@@ -173,6 +179,7 @@ class Controller:
             await poll_client.close()
             self._queue.close()
             self._metrics.homes.set(0)
+            self._metrics.budget_shares.watch(None)
 
     def _hold_existing_homes(self) -> None:
         """Hand the observer the homes of every routed service before it starts.
@@ -337,7 +344,7 @@ class Controller:
             observer.remove_home(home)
         if poll is not None and keep:
             for home in keep:
-                observer.set_home(home, home.endpoint, poll)
+                observer.set_home(home, home.endpoint, poll, home.namespace)
             # the keys held stay when they are the same homes: they are the observer's
             # own, where every reconcile's keys are new copies of them
             if keep != set(held):

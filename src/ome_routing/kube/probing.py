@@ -116,8 +116,9 @@ class ProbeTargets:
         for cluster, home in wanted.items():
             state = self._prober.state(home)
             if state is None:
+                restored = self._restored(tmap, routed.uid, home, policy)
                 state = self._prober.set_target(
-                    home, home.endpoint, policy, self._restored(tmap, routed.uid, home, policy)
+                    home, home.endpoint, policy, restored, flow=home.namespace
                 )
             if state is not None:
                 states[cluster] = (state, home.digest)

@@ -3,7 +3,8 @@
 It schedules one poll per home, shares the request budget, and hands readings and
 failures to the core. It never computes weights.
 
-- `RequestBudget` (budget): the `maxConcurrentRequests` slots polls and probes share.
+- `RequestBudget` (budget): the `maxConcurrentRequests` slots polls and probes share,
+  fairly by namespace.
 - `PollClient`, `build_request`, `request_for_url`, `join_poll_url`, `poll_target`
   (polling): one poll, and its URL as OME builds it (`urls`: Go's `url.Parse`, OME's
   canonical endpoint, Go's `url.JoinPath`); `PollRequest` (request): what they build.

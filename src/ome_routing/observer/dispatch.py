@@ -1,12 +1,13 @@
 """The observer's schedule and its place in the shared request budget.
 
 Homes wait on one `DueQueue` by due time. `_pump` sends every due home's poll that a
-free budget slot allows, earliest first; then it waits: a poll of its own that ends pumps
-again, one timer (for the first home due) rings when nothing is due yet, and when other
-kinds of request (the prober's probes) hold every slot, the schedule takes as many places
-in the budget's line as the budget has slots, less its own polls underway, so that
-neither kind crowds the other out. The wait for a place counts as the polls' wait for a
-slot.
+free budget slot allows, earliest first; a due home that finds every slot held waits in
+the budget's line of its flow (the InferenceService's namespace), beside the probes of
+that flow, and its poll goes out when the budget passes it a slot in its flow's turn
+(`budget`: the waiting flow that holds the fewest slots first). So one tenant's due
+homes never stand in front of another tenant's. Then the schedule waits: a poll of its
+own that ends pumps again, and one timer (for the first home due) rings when nothing is
+due yet. The wait in line counts as the polls' wait for a slot.
 
 `Dispatcher` is the base of `observer.Observer`, which supplies `_fly` (send one due
 home's poll, a slot being held for it) and its phase.
@@ -35,15 +36,12 @@ class Dispatcher:
     def __init__(self, client: PollClient) -> None:
         self._client = client
         self._budget = client.budget
+        self._limit = client.budget.limit
         self._phase = Phase.STARTING
         #: scheduled homes by due time; retired ones stay until they reach the front
         self._queue: DueQueue[Home] = DueQueue()
         #: polls underway
         self._flying = 0
-        #: places in the budget's line while others hold slots, and since when: with the
-        #: polls underway, as many as the budget has slots, so that neither the polls nor
-        #: the probes crowd the other kind out of the line
-        self._places: dict[asyncio.Future[None], float] = {}
         #: polls the first scheduled home when it is due
         self._timer: asyncio.TimerHandle | None = None
         #: when `_timer` rings (uvloop's timers do not say)
@@ -77,11 +75,11 @@ class Dispatcher:
             asyncio.get_running_loop().call_soon(self._pump)
 
     def _pump(self) -> None:
-        """Poll every due home that a free slot allows; then wait for the first one due.
+        """Poll every due home that a free slot allows; the others wait in the budget's line.
 
-        While every slot is held, a poll that ends pumps again; when the slots are held
-        by others only (the prober's probes), the observer takes its place in the
-        budget's line.
+        A home waits in its flow's line of the budget (not on a task): when a slot
+        passes to it, in its flow's turn, `_slot_passed` sends its poll. Then it waits
+        for the first home due.
         """
         self._kicked = False
         if self._pumping or self._phase is not Phase.RUNNING:
@@ -94,45 +92,54 @@ class Dispatcher:
         now = loop.time()
         try:
             while True:
-                if not budget.try_acquire():
-                    # a poll of the observer's that ends pumps again: no place in line
-                    if self._flying and not budget.waiting:
-                        return
-                    first = self._queue.first_due()
-                    if first is not None and first <= now:
-                        places = self._places
-                        while len(places) + self._flying < budget.limit:
-                            place = budget.wait_for_slot()
-                            places[place] = now
-                            place.add_done_callback(self._slot_passed)
-                    else:
-                        self._set_timer(loop)
-                    return
                 home = self._take(now)
                 if home is None:
-                    budget.release()
                     self._set_timer(loop)
                     return
-                self._fly(home, now)
+                if budget.try_acquire(home.flow):
+                    self._fly(home, now)
+                    continue
+                # no slot is free, and none will be in this turn that the line does not
+                # take: the due homes join it
+                while home is not None:
+                    budget.enqueue(home, home.flow)
+                    home = self._take(now)
+                self._set_timer(loop)
+                return
         finally:
             self._pumping = False
 
-    def _slot_passed(self, slot: asyncio.Future[None]) -> None:
-        """The budget passed a slot to the observer's place in line."""
-        since = self._places.pop(slot, None)
-        if since is None or slot.cancelled():
-            return  # `stop` took the place back
+    def _slot_passed(self, home: Home) -> None:
+        """The budget passed a slot to a home in its line (`Home.set_result`).
+
+        The wait is the poll's (`PollEvent.waited`, from when it was due), not counted
+        in the budget's `waited_seconds` as well: one call less a poll.
+        """
+        if self._phase is not Phase.RUNNING:  # stopping: the homes are being retired
+            self._budget.release(home.flow)
+            return
         loop = self._loop
         assert loop is not None
-        now = loop.time()
-        budget = self._budget
-        budget.passed(now - since)
-        home = self._take(now)
-        if home is None:
-            budget.release()
-        else:
-            self._fly(home, now)
-        self._pump()
+        self._fly(home, loop.time())
+
+    def _next_after(self, home: Home) -> None:
+        """A poll of `home` ended and gave its slot back: send the next due poll.
+
+        When the budget handed the slot on to a request in line (it had one waiting),
+        no slot is free and the schedule has nothing to send: the homes falling due
+        join the line when the timer rings for them, so only the timer is checked
+        (the home's next poll may come before it rings).
+        """
+        if self._budget.in_use < self._limit:
+            self._pump()
+            return
+        if home.retired:
+            return
+        timer = self._timer
+        if timer is None or home.due + RING_SLACK < self._timer_when:
+            loop = self._loop
+            assert loop is not None
+            self._set_timer(loop)
 
     def _set_timer(self, loop: asyncio.AbstractEventLoop) -> None:
         """Pump when the first scheduled home is due."""
@@ -153,11 +160,8 @@ class Dispatcher:
         self._pump()
 
     def _stop_dispatching(self) -> None:
-        """Empty the schedule, give back the places in line, and call off the timer."""
+        """Empty the schedule and call off the timer (homes in line are retired: passed over)."""
         self._queue.clear()
-        places, self._places = self._places, {}
-        for place in places:
-            self._budget.stop_waiting(place)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple, Protocol
 from ome_routing.core.durations import Duration
 from ome_routing.core.report import Reading, ReportError, parse_report
 from ome_routing.observer import failures
-from ome_routing.observer.budget import RequestBudget
+from ome_routing.observer.budget import DEFAULT_FLOW, RequestBudget
 from ome_routing.observer.deadlines import Deadlines
 from ome_routing.observer.failures import Outcome, PollFailure
 from ome_routing.observer.pool import Pool
@@ -152,6 +152,7 @@ class Flight:
         "_armed",
         "_connecting",
         "_connection",
+        "_flow",
         "_landing",
         "_on_result",
         "_over",
@@ -172,12 +173,15 @@ class Flight:
         timeout: Duration,
         on_result: OnResult,
         waited: float = 0.0,
+        flow: str = DEFAULT_FLOW,
     ) -> None:
         self._sender = sender
         self._request = request
         self._timeout = timeout
         self._on_result = on_result
         self._waited = waited
+        #: the budget's flow whose slot the poll holds
+        self._flow = flow
         self._start = 0.0
         #: when the time runs out, once the request is sent
         self.when = 0.0
@@ -218,7 +222,7 @@ class Flight:
         sender = self._sender
         if self._armed:
             sender.deadlines.drop(self)
-        sender.budget.release()
+        sender.budget.release(self._flow)
 
     # --- the connection's answer (`transport.Waiter`) ---------------------------------
 
@@ -307,7 +311,7 @@ class Flight:
         sender = self._sender
         if self._armed:
             sender.deadlines.drop(self)
-        sender.budget.release()
+        sender.budget.release(self._flow)
         # the result handed over, the slot being free: field by field to a landing (a
         # `TaggedFlight`), or as a `PollResult` (no landing: not the flight itself, which
         # would make a cycle of every poll)
@@ -334,6 +338,7 @@ class TaggedFlight(Flight):
         timeout: Duration,
         landing: Landing,
         tag: Any,
+        flow: str = DEFAULT_FLOW,
     ) -> None:
         # Flight's fields set here rather than through its `__init__`: one call less a poll;
         # `_on_result` and `_waited` make a `PollResult`, which a tagged flight does not
@@ -346,3 +351,4 @@ class TaggedFlight(Flight):
         self._connecting = None
         self._landing = landing
         self._tag = tag
+        self._flow = flow

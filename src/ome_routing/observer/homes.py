@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from functools import lru_cache, partial
+from typing import Any, Protocol
 
 from ome_routing.core.capacity import Verdict, Window, WindowSettings
 from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.observer import failures
+from ome_routing.observer.budget import DEFAULT_FLOW
 from ome_routing.observer.failures import PollFailure
 from ome_routing.observer.flight import Flight
 from ome_routing.observer.polling import build_request
@@ -31,6 +33,12 @@ Clock = Callable[[], datetime]
 #: The wall clock, in UTC. A `partial`, not a function: it is read on every poll, and the
 #: call of a function of ours would come on top of `datetime.now`'s.
 wall_clock: Clock = partial(datetime.now, UTC)
+
+
+class Line(Protocol):
+    """Who sends a home's poll when a slot of the budget passes to it (the dispatcher)."""
+
+    def _slot_passed(self, home: Home) -> None: ...
 
 
 class Phase(Enum):
@@ -59,6 +67,22 @@ class Home:
     following: float = 0.0
     #: no longer the observer's: not polled again, its poll underway cancelled
     retired: bool = False
+    #: the budget's flow of its polls: the InferenceService's namespace
+    flow: str = DEFAULT_FLOW
+    #: who sends its poll when a slot passes to it while it waits in the budget's line
+    line: Line | None = None
+
+    # --- a waiter in the budget's line (`budget.Waiter`) -------------------------------
+
+    def done(self) -> bool:
+        """A home that is no longer the observer's gives up its place in line."""
+        return self.retired
+
+    def set_result(self, result: Any, /) -> None:
+        """A slot passed to the home: send its poll."""
+        line = self.line
+        assert line is not None
+        line._slot_passed(self)
 
 
 #: The reason of the homes held while the observer does not run: one text for all of them.

@@ -17,7 +17,8 @@ of drifting, and is never followed by a burst of the polls it missed.
 
 The homes wait on one schedule (`DueQueue`), and the due ones are polled, earliest
 first, as long as the budget has a free slot: a home that is due while every slot is
-held waits there, and that wait counts as its wait for a slot. A poll runs as callbacks
+held waits in the budget's line of its flow (its InferenceService's namespace), and
+that wait counts as its wait for a slot. A poll runs as callbacks
 (`flight`), not as a task: when one ends, the next due home takes its slot in the same
 turn of the event loop; one timer, for the first home due, wakes the schedule when
 nothing is. Between polls, one timer for every home (`rejudging`) judges a home again
@@ -56,6 +57,7 @@ from ome_routing.core.capacity import verdict as verdict_at
 from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.core.report import Reading
 from ome_routing.observer import failures
+from ome_routing.observer.budget import DEFAULT_FLOW
 from ome_routing.observer.dispatch import Dispatcher
 from ome_routing.observer.failures import Outcome, PollFailure
 from ome_routing.observer.flight import TaggedFlight
@@ -117,18 +119,22 @@ class Observer(Dispatcher):
 
     # --- the homes --------------------------------------------------------------
 
-    def set_home(self, key: HomeKey, endpoint: str, policy: CapacityPolicy) -> Verdict:
+    def set_home(
+        self, key: HomeKey, endpoint: str, policy: CapacityPolicy, flow: str = DEFAULT_FLOW
+    ) -> Verdict:
         """Add a home, or change one; returns its verdict.
 
-        The same endpoint and policy leave the home as it is. A different endpoint or any
-        change of the policy starts it over with an empty window.
+        `flow` is the budget's flow its polls wait in (the InferenceService's namespace),
+        part of the home's identity as its key is. The same endpoint and policy leave the
+        home as it is. A different endpoint or any change of the policy starts it over
+        with an empty window.
         """
         home = self._homes.get(key)
         if home is not None and home.endpoint == endpoint and home.policy == policy:
             return home.verdict
         if home is not None:
             self._retire(home)
-        fresh = self._new_home(key, endpoint, shared_policy(policy))
+        fresh = self._new_home(key, endpoint, shared_policy(policy), flow)
         self._homes[key] = fresh
         if self._phase is Phase.RUNNING:
             self._launch(fresh)
@@ -168,7 +174,7 @@ class Observer(Dispatcher):
         now = self._loop.time()
         first: list[tuple[float, Home]] = []
         for key, old in list(self._homes.items()):
-            home = self._new_home(key, old.endpoint, old.policy, old.request)
+            home = self._new_home(key, old.endpoint, old.policy, old.flow, old.request)
             self._homes[key] = home
             if not isinstance(home.request, PollFailure):
                 offset = first_offset(home.key, home.policy.period.seconds)
@@ -189,6 +195,10 @@ class Observer(Dispatcher):
             return
         self._phase = Phase.STOPPING
         reason = failures.not_submitted("observer is stopping").reason
+        # every home retired before any poll is cancelled: a slot that a cancelled poll
+        # gives back passes over the homes waiting in the budget's line
+        for home in self._homes.values():
+            home.retired = True
         for home in self._homes.values():
             self._retire(home)
             home.window = record_failure(home.window, reason)
@@ -216,6 +226,7 @@ class Observer(Dispatcher):
         key: HomeKey,
         endpoint: str,
         policy: CapacityPolicy,
+        flow: str,
         request: PollRequest | PollFailure | None = None,
     ) -> Home:
         """A home with an empty window; `request` is the home's as built before, if it was."""
@@ -226,7 +237,8 @@ class Observer(Dispatcher):
             window = record_failure(window, NOT_SUBMITTED[self._phase])
         elif isinstance(request, PollFailure):
             window = record_failure(window, request.reason)
-        return Home(key, endpoint, policy, request, window, verdict_at(window, self._clock()))
+        verdict = verdict_at(window, self._clock())
+        return Home(key, endpoint, policy, request, window, verdict, flow=flow, line=self)
 
     def _launch(self, home: Home) -> None:
         """Schedule the first poll of a home added while the observer runs: at once."""
@@ -267,7 +279,7 @@ class Observer(Dispatcher):
         # after now, counted from the deadline this poll was due at
         due = home.due
         home.following = due if due > now else advance(due, now, policy.period.seconds)
-        flight = TaggedFlight(self._sender, request, policy.timeout, self, home)
+        flight = TaggedFlight(self._sender, request, policy.timeout, self, home, home.flow)
         home.flight = flight
         self._flying += 1
         flight.launch()
@@ -280,7 +292,7 @@ class Observer(Dispatcher):
         reason: str | None,
         latency: float,
     ) -> None:
-        """A poll ended (its slot is free): record it, and poll the next due home."""
+        """A poll ended (its slot given back): record it, and poll the next due home."""
         self._flying -= 1
         home.flight = None
         if not home.retired:
@@ -295,7 +307,7 @@ class Observer(Dispatcher):
                     assert loop is not None
                     self._schedule(home, loop.time() + home.policy.period.seconds)
         try:
-            self._pump()
+            self._next_after(home)
         except Exception:
             # called from a connection's answer: a fault here must not close it
             log.exception("capacity polls: the schedule failed to send the next due poll")

@@ -11,7 +11,8 @@ bytes are made once per home too, and sent on a kept-alive connection of `transp
 (HTTP/1.1 parsed by llhttp, TLS by `ssl`).
 
 Time: the poll's `timeout` starts when the request is sent, once it holds a slot of the
-shared `RequestBudget`; the wait for the slot is measured and never fails the poll. No
+shared `RequestBudget` (in the turn of its flow, the InferenceService's namespace); the
+wait for the slot is measured and never fails the poll. No
 status line and headers within the timeout is "unreachable"; running out of time while
 reading the body is "did not complete". The timeouts of a client's polls share one
 timer (`deadlines`), since a timer of their own for each poll costs more than the rest
@@ -34,7 +35,7 @@ from ome_routing import __version__
 from ome_routing.core.durations import Duration
 from ome_routing.core.quoting import quote
 from ome_routing.observer import failures
-from ome_routing.observer.budget import RequestBudget
+from ome_routing.observer.budget import DEFAULT_FLOW, RequestBudget
 from ome_routing.observer.deadlines import Deadlines
 from ome_routing.observer.failures import PollFailure
 from ome_routing.observer.flight import Flight, Sender, failed, out_of_time
@@ -238,15 +239,17 @@ class PollClient:
     ) -> None:
         await self.close()
 
-    async def poll(self, request: PollRequest, timeout: Duration) -> PollResult:
-        """Send one poll once a budget slot is free, and read its answer."""
+    async def poll(
+        self, request: PollRequest, timeout: Duration, flow: str = DEFAULT_FLOW
+    ) -> PollResult:
+        """Send one poll once a budget slot is free (in `flow`'s turn), and read its answer."""
         if self._closing:
             return failed(failures.not_submitted("observer is stopping"), 0.0, 0.0)
         budget = self._budget
-        waited = 0.0 if budget.try_acquire() else await budget.acquire()
+        waited = 0.0 if budget.try_acquire(flow) else await budget.acquire(flow)
         done: asyncio.Future[PollResult] = self._loop.create_future()
         flight = Flight(
-            self._sender, request, timeout, lambda result: _settle(done, result), waited
+            self._sender, request, timeout, lambda result: _settle(done, result), waited, flow
         )
         flight.launch()
         try:
@@ -269,9 +272,13 @@ class PollClient:
         return self._sender.tasks
 
     async def probe(
-        self, request: PollRequest, timeout: Duration, task: asyncio.Task[Any] | None = None
+        self,
+        request: PollRequest,
+        timeout: Duration,
+        task: asyncio.Task[Any] | None = None,
+        flow: str = DEFAULT_FLOW,
     ) -> ProbeAnswer:
-        """Send one health probe once a budget slot is free; the status decides.
+        """Send one health probe once a budget slot is free (in `flow`'s turn); the status decides.
 
         The same slots, connections, limits and timeout as a poll; at most
         `maxResponseBytes` of the body are read and discarded, and a longer body is
@@ -280,7 +287,7 @@ class PollClient:
         if self._closing:
             return ProbeAnswer(None, failures.not_submitted("observer is stopping"), 0.0, 0.0)
         budget = self._budget
-        waited = 0.0 if budget.try_acquire() else await budget.acquire()
+        waited = 0.0 if budget.try_acquire(flow) else await budget.acquire(flow)
         loop = self._loop
         start: float | None = None
         head_only = request.method == "HEAD"
@@ -327,5 +334,5 @@ class PollClient:
             spent = 0.0 if start is None else loop.time() - start
             return ProbeAnswer(None, failure, waited, spent)
         finally:
-            budget.release()
+            budget.release(flow)
         return ProbeAnswer(status, None, waited, loop.time() - start)

@@ -2,7 +2,8 @@
 
 Each home is probed every `period` with the probe's method, no body, no credentials
 and no redirects, through the same `PollClient` as capacity polls: the same request
-budget (one `maxConcurrentRequests` for both), connections, byte cap and timeout. The
+budget (one `maxConcurrentRequests` for both, shared fairly by namespace: `budget`),
+connections, byte cap and timeout. The
 status decides (`core.probes.classify`); at most `maxResponseBytes` of the body are
 read and discarded, and a longer body is not a failure.
 
@@ -29,9 +30,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import NamedTuple, Protocol
 
 from ome_routing.core.proberules import ProbePolicy
@@ -47,6 +50,7 @@ from ome_routing.core.probes import (
     record_attempt,
     transport_error,
 )
+from ome_routing.observer.budget import DEFAULT_FLOW
 from ome_routing.observer.failures import Outcome, PollFailure
 from ome_routing.observer.polling import PollClient, poll_target, probe_request
 from ome_routing.observer.request import PollRequest
@@ -91,6 +95,8 @@ class _Target:
     due: float = 0.0
     probing: asyncio.Task[None] | None = None
     retired: bool = False
+    #: the budget's flow of its probes: the InferenceService's namespace
+    flow: str = DEFAULT_FLOW
 
 
 def probe_url_request(endpoint: str, policy: ProbePolicy) -> PollRequest | Attempt:
@@ -146,10 +152,13 @@ class Prober:
         self._wake = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
         self._probes: set[asyncio.Task[None]] = set()
-        #: at most as many probes underway (or waiting for a budget slot) as the budget
-        #: has slots, as the capacity observer keeps its polls underway and places in line:
-        #: neither kind crowds out the other in the budget's queue
-        self._underway = asyncio.Semaphore(client.budget.limit)
+        #: probes underway (or waiting for a budget slot) by flow: at most as many in one
+        #: flow as the budget has slots, so that a flow's probes are never more tasks than
+        #: its line can serve at once; a target due while its flow has that many waits in
+        #: `_deferred` (its own flow's, so that it never holds up another flow's probes)
+        self._cap = client.budget.limit
+        self._underway: dict[str, int] = {}
+        self._deferred: dict[str, deque[_Target]] = {}
 
     # --- the homes --------------------------------------------------------------
 
@@ -159,8 +168,11 @@ class Prober:
         endpoint: str,
         policy: ProbePolicy,
         restored: Restored | None = None,
+        flow: str = DEFAULT_FLOW,
     ) -> ProbeState | None:
         """Add a home (with its restored state, if any), or keep one; returns its state.
+
+        `flow` is the budget's flow its probes wait in (the InferenceService's namespace).
 
         The key carries the home's identity (its endpoint and the probe's digest), so a
         key that is held already is left as it is. Returns None for an endpoint that is
@@ -174,7 +186,7 @@ class Prober:
         except PollFailure:
             return None
         state = restored.state if restored is not None else NOT_PROBED
-        target = _Target(key, endpoint, policy, request, state)
+        target = _Target(key, endpoint, policy, request, state, flow=flow)
         self._targets[key] = target
         now = asyncio.get_running_loop().time()
         due = now
@@ -244,26 +256,40 @@ class Prober:
                 continue
             if target.retired:
                 continue
-            if self._underway.locked():
-                # every slot's worth is underway: wait for one, then take the earliest due
-                queue.push(target, target.due)
-                await self._underway.acquire()
-                self._underway.release()
+            flow = target.flow
+            underway = self._underway.get(flow, 0)
+            if underway >= self._cap:
+                # its flow has as many probes underway as the budget has slots: it waits
+                # for one of them to end (its flow's deferred go back on the schedule in turn)
+                self._deferred.setdefault(flow, deque()).append(target)
                 continue
             due = target.due
             self._schedule(target, advance(due, now, target.policy.period.seconds))
             if target.probing is not None:
                 continue  # still underway: skipped until its next deadline
-            await self._underway.acquire()
+            self._underway[flow] = underway + 1
             task = loop.create_task(self._probe(target, due, loop))
             target.probing = task
             self._probes.add(task)
-            task.add_done_callback(self._finished)
+            task.add_done_callback(partial(self._finished, flow))
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
+    def _finished(self, flow: str, task: asyncio.Task[None]) -> None:
         """A probe task ended (also one cancelled before it ran): its place is free."""
         self._probes.discard(task)
-        self._underway.release()
+        underway = self._underway[flow] - 1
+        if underway:
+            self._underway[flow] = underway
+        else:
+            del self._underway[flow]
+        deferred = self._deferred.get(flow)
+        while deferred:
+            target = deferred.popleft()
+            if not target.retired:
+                self._queue.push(target, target.due)
+                self._wake.set()
+                break
+        if deferred is not None and not deferred:
+            del self._deferred[flow]
 
     async def _probe(self, target: _Target, due: float, loop: asyncio.AbstractEventLoop) -> None:
         policy = target.policy
@@ -273,7 +299,7 @@ class Prober:
             if isinstance(request, Attempt):
                 attempt, waited, latency = request, picked - due, 0.0
             else:
-                answer = await self._client.probe(request, policy.timeout)
+                answer = await self._client.probe(request, policy.timeout, flow=target.flow)
                 if answer.failure is not None and answer.failure.outcome is Outcome.NOT_SUBMITTED:
                     return  # nothing was asked: the state stays as it was
                 attempt = attempt_of(answer.status, answer.failure, policy)
