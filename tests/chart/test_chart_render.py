@@ -252,7 +252,6 @@ class TestRbac:
             ("ome.io", "inferenceservices/finalizers", ("update",)),
             ("ome.io", "trafficmaps", ("get", "list", "watch", "create", "patch", "delete")),
             ("ome.io", "trafficmaps/status", ("patch",)),
-            ("ome.io", "workloadclusters", ("list", "watch")),
             ("gateway.networking.k8s.io", "httproutes", publisher),
             ("gateway.networking.k8s.io", "backendtlspolicies", publisher),
             ("", "services", publisher),
