@@ -68,6 +68,10 @@ REASONED: dict[Grant, str] = {
         "never requested: OwnerReferencesPermissionEnforcement asks the authorizer for it "
         "when a TrafficMap is created with blockOwnerDeletion, as this run does"
     ),
+    ("ome.io", "trafficmaps", "get"): (
+        "read from the API server only after a write met a newer map (409), which a run "
+        "meets only by chance (the publisher's and the routing writes racing)"
+    ),
     **{
         (group, resource, "get"): (
             "read from the API server only while its kind's cache has not listed yet "
