@@ -7,7 +7,9 @@ session-scoped plane is still one per suite, as if its conftest defined it.
 
 - `tools` (session): the control plane's binaries (built before the session by the
   suite's `prepare`, see `prepare_tools`).
-- `control_plane` (session): a started `LocalControlPlane` with the CRDs of `config/crd/`.
+- `control_plane` (session): a started `LocalControlPlane` with the CRDs of `config/crd/`,
+  whose API server records every ServiceAccount's requests (`rbac_audit`).
+- `audit_log` (session): where it records them.
 - `kubeconfig` (session): its admin kubeconfig.
 - `kube_client`: an async lightkube client on that kubeconfig.
 - `namespace`: a fresh namespace for one test, deleted with everything in it afterwards.
@@ -28,6 +30,7 @@ from controller_harness import delete_namespace
 from lightkube import AsyncClient, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
+from tests import rbac_audit
 from tests.suite_hooks import Progress
 
 from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools
@@ -45,8 +48,18 @@ def tools() -> Tools:
 
 
 @pytest.fixture(scope="session")
-def control_plane(tools: Tools) -> Iterator[LocalControlPlane]:
-    with LocalControlPlane(tools=tools) as plane:
+def audit_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("audit")
+
+
+@pytest.fixture(scope="session")
+def audit_log(audit_dir: Path) -> Path:
+    return rbac_audit.log_path(audit_dir)
+
+
+@pytest.fixture(scope="session")
+def control_plane(tools: Tools, audit_dir: Path) -> Iterator[LocalControlPlane]:
+    with LocalControlPlane(tools=tools, apiserver_flags=rbac_audit.flags(audit_dir)) as plane:
         yield plane
 
 

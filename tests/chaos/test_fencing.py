@@ -34,7 +34,8 @@ pytestmark = pytest.mark.timeout(300)
 
 SERVICES = 6
 #: short Lease timings, so that a takeover takes seconds: the lease, the renew deadline and
-#: the retry period (OME's flags; a standby takes over after at most LEASE + RETRY)
+#: the retry period (OME's flags; a standby takes over after at most LEASE + 2.2 * RETRY,
+#: its retries jittered as client-go's)
 LEASE, RENEW, RETRY = 8.0, 5.0, 1.0
 TIMING = (
     f"--leader-elect-lease-duration={LEASE:g}s",

@@ -271,9 +271,10 @@ class TestRbac:
             (r["apiGroups"][0], r["resources"][0], tuple(r["verbs"])) for r in cluster_rules
         } == {
             ("ome.io", "inferenceservices", ("get", "list", "watch")),
+            # blockOwnerDeletion on a map's ownerReference (OwnerReferencesPermissionEnforcement)
+            ("ome.io", "inferenceservices/finalizers", ("update",)),
             ("ome.io", "trafficmaps", ("get", "list", "watch", "create", "patch", "delete")),
             ("ome.io", "trafficmaps/status", ("patch",)),
-            ("ome.io", "workloadclusters", ("list", "watch")),
             ("gateway.networking.k8s.io", "httproutes", publisher),
             ("gateway.networking.k8s.io", "backendtlspolicies", publisher),
             ("", "services", publisher),
@@ -281,9 +282,13 @@ class TestRbac:
         assert all(len(r["apiGroups"]) == 1 and len(r["resources"]) == 1 for r in cluster_rules)
         role = find(docs, "Role")
         assert role["metadata"]["namespace"] == "ome"
-        assert {(r["resources"][0], tuple(r["verbs"])) for r in role["rules"]} == {
-            ("configmaps", ("get",)),
-            ("leases", ("get", "create", "update")),
+        assert {
+            (r["resources"][0], tuple(r.get("resourceNames", ())), tuple(r["verbs"]))
+            for r in role["rules"]
+        } == {
+            ("configmaps", ("inferenceservice-config",), ("get",)),
+            ("leases", (), ("create",)),  # a create's name is not known to the authorizer
+            ("leases", ("ome-routing-controller",), ("get", "update")),
         }
         account = find(docs, "ServiceAccount")["metadata"]["name"]
         pod = deployment(docs)["spec"]["template"]["spec"]
@@ -313,6 +318,33 @@ class TestRbac:
                 "resources": ["endpointslices"],
                 "verbs": ["get", "list", "watch", "create", "update", "delete"],
             }
+        ]
+
+    def test_with_a_route_namespace_services_and_slices_are_written_only_there(
+        self, render: Render
+    ) -> None:
+        """CVE-2021-25740's class of grant: no Service or slice writes across the cluster."""
+        values = routing_values()
+        values["ome"]["multicluster"]["config"]["endpoint"] = {
+            "routeNamespace": "global-routes",
+            "gatewayBackend": {"hostnameEndpointSlices": True},
+        }
+        docs = render(values)
+        reads = ["get", "list", "watch"]
+        cluster = {r["resources"][0]: r["verbs"] for r in find(docs, "ClusterRole")["rules"]}
+        assert cluster["services"] == reads
+        assert cluster["endpointslices"] == reads
+        role = find(docs, "Role", "ome-routing-publisher")
+        assert role["metadata"]["namespace"] == "global-routes"
+        assert [(r["resources"], r["verbs"]) for r in role["rules"]] == [
+            (["services"], ["create", "update", "delete"]),
+            (["endpointslices"], ["create", "update", "delete"]),
+        ]
+        binding = find(docs, "RoleBinding", "ome-routing-publisher")
+        assert binding["metadata"]["namespace"] == "global-routes"
+        assert binding["roleRef"]["name"] == "ome-routing-publisher"
+        assert [s["name"] for s in binding["subjects"]] == [
+            find(docs, "ServiceAccount")["metadata"]["name"]
         ]
 
 

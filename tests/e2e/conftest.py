@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.plane_fixtures import audit_dir as audit_dir
+from tests.plane_fixtures import audit_log as audit_log
 from tests.plane_fixtures import control_plane as control_plane
 from tests.plane_fixtures import kube_client as kube_client
 from tests.plane_fixtures import kubeconfig as kubeconfig

@@ -8,7 +8,6 @@ log.
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,8 +15,9 @@ from pathlib import Path
 import pytest
 from controller_harness import ControllerProcess, kubectl
 from publisher_harness import Scene, gateway_api, scene, values
-from test_rbac import CHART, SERVICE_ACCOUNT, token_kubeconfig
+from test_rbac import SERVICE_ACCOUNT, chart_rbac, token_kubeconfig
 
+from ome_routing.cli.controller import LEASE_NAME
 from ome_routing.core.publication import backend_service_name
 from ome_routing.devcluster import LocalControlPlane
 
@@ -28,24 +28,11 @@ pytestmark = pytest.mark.timeout(240)
 HOSTNAME_MODE = "ome.multicluster.config.endpoint.gatewayBackend.hostnameEndpointSlices=true"
 
 
-def chart_rbac(plane: LocalControlPlane, release_namespace: str) -> str:
-    result = subprocess.run(
-        [
-            str(plane.tools.helm), "template", "ome", str(CHART), "--namespace", release_namespace,
-            "--set", HOSTNAME_MODE,
-            "--show-only", "templates/serviceaccount.yaml", "--show-only", "templates/rbac.yaml",
-        ],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 @pytest.fixture
 async def release(gateway_api: LocalControlPlane) -> AsyncIterator[str]:
     name = f"ome-rbac-{uuid.uuid4().hex[:6]}"
     await kubectl(gateway_api, "create", "namespace", name)
-    rbac = chart_rbac(gateway_api, name)
+    rbac = chart_rbac(gateway_api, name, "--set", HOSTNAME_MODE)
     await kubectl(gateway_api, "apply", "-f", "-", input=rbac)
     try:
         yield name
@@ -66,7 +53,9 @@ async def test_the_chart_grants_what_publishing_needs(
         globalHostTemplate="",
         gatewayBackend={"rewriteHostname": True, "hostnameEndpointSlices": True},
     )
-    process = ControllerProcess(config, block, tmp_path, lease="rbac", namespace=release).start()
+    process = ControllerProcess(
+        config, block, tmp_path, lease=LEASE_NAME, namespace=release
+    ).start()
     scene.controllers.append(process)
     await process.wait_started(timeout=60)
     await scene.published("chat")

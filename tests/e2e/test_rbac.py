@@ -5,7 +5,15 @@ to the local API server (which authorizes with RBAC); the controller gets a toke
 the TokenRequest API (`kubectl create token`) and runs with a kubeconfig that holds only
 that token. It does its job, and the same token cannot read Secrets or write
 InferenceServices. Its HTTP server answers /healthz, /readyz and /metrics and nothing
-else, and none of them shows the token.
+else, and none of them shows the token. The API server runs the
+OwnerReferencesPermissionEnforcement admission plugin (as OpenShift does), so a TrafficMap
+created with `blockOwnerDeletion` needs `inferenceservices/finalizers: update`.
+
+And the role grants nothing the controller never uses: with every grant of the chart
+rendered (EndpointSlices, BackendTLSPolicies), the controller routes, publishes, repairs,
+withdraws and deletes as its ServiceAccount, and the API server's audit log of that run
+(`tests/rbac_audit.py`) must show a request for each verb on each resource the chart
+grants, but for a reviewed few that no request can use (`REASONED`).
 """
 
 from __future__ import annotations
@@ -32,16 +40,55 @@ from controller_harness import (
     kubectl,
     place,
 )
+from publisher_harness import Scene, gateway_api, scene, values
+from tests.rbac_audit import Grant, exercised, granted, unexercised
 
+from ome_routing.cli.controller import CONFIGMAP_KEY, LEASE_NAME
 from ome_routing.devcluster import LocalControlPlane
+
+__all__ = ["gateway_api", "scene"]  # fixtures
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "ome-resources"
 SERVICE_ACCOUNT = "ome-ome-routing"  # the chart's default for the release `ome`
+#: the ConfigMap the chart names for the release `ome`, passed with --config-map
+CHART_CONFIGMAP = "ome-ome-routing-config"
 
 pytestmark = pytest.mark.timeout(240)
 
 
-def chart_rbac(plane: LocalControlPlane, release_namespace: str) -> str:
+#: every grant of the chart: EndpointSlices and BackendTLSPolicies
+EVERY_GRANT = (
+    "--set",
+    "ome.multicluster.config.endpoint.gatewayBackend.hostnameEndpointSlices=true",
+    "--set",
+    "ome.multicluster.config.endpoint.gatewayBackend.tls.enabled=true",
+)
+
+#: grants that no request of the controller uses, each reviewed
+REASONED: dict[Grant, str] = {
+    ("ome.io", "inferenceservices/finalizers", "update"): (
+        "never requested: OwnerReferencesPermissionEnforcement asks the authorizer for it "
+        "when a TrafficMap is created with blockOwnerDeletion, as this run does"
+    ),
+    ("ome.io", "trafficmaps", "get"): (
+        "read from the API server only after a write met a newer map (409), which a run "
+        "meets only by chance (the publisher's and the routing writes racing)"
+    ),
+    **{
+        (group, resource, "get"): (
+            "read from the API server only while its kind's cache has not listed yet "
+            "(PublishedObjects.holds), which the caches do before this run publishes"
+        )
+        for group, resource in (
+            ("", "services"),
+            ("discovery.k8s.io", "endpointslices"),
+            ("gateway.networking.k8s.io", "backendtlspolicies"),
+        )
+    },
+}
+
+
+def chart_rbac(plane: LocalControlPlane, release_namespace: str, *sets: str) -> str:
     result = subprocess.run(
         [
             str(plane.tools.helm),
@@ -50,6 +97,7 @@ def chart_rbac(plane: LocalControlPlane, release_namespace: str) -> str:
             str(CHART),
             "--namespace",
             release_namespace,
+            *sets,
             "--show-only",
             "templates/serviceaccount.yaml",
             "--show-only",
@@ -117,6 +165,13 @@ async def reporter() -> AsyncIterator[Reporter]:
         await started.stop()
 
 
+async def service_account_token(plane: LocalControlPlane, release_namespace: str) -> str:
+    created = await kubectl(
+        plane, "create", "token", SERVICE_ACCOUNT, "-n", release_namespace, "--duration=1h"
+    )
+    return created.stdout.strip()
+
+
 async def test_the_charts_service_account_is_enough_and_no_more(
     control_plane: LocalControlPlane,
     release_namespace: str,
@@ -147,7 +202,7 @@ async def test_the_charts_service_account_is_enough_and_no_more(
     await kubectl(control_plane, "apply", "-f", "-", input=manifest)
     await place(control_plane, "svc", namespace, {"worker-a": reporter.url})
     process = ControllerProcess(
-        config, ROUTING_ON, tmp_path, lease="rbac", namespace=release_namespace
+        config, ROUTING_ON, tmp_path, lease=LEASE_NAME, namespace=release_namespace
     ).start()
     try:
         await process.wait_started(timeout=60)
@@ -215,3 +270,111 @@ async def only_health_and_metrics(probe_port: int, metrics_port: int, token: str
             for method in ("POST", "PUT", "DELETE"):
                 async with session.request(method, base + paths[0]) as response:
                     assert response.status == 405, f"{method} {paths[0]} answered {response.status}"
+
+
+def without_config_file(command: list[str]) -> list[str]:
+    """The controller's command reading the chart's ConfigMap, as the chart runs it."""
+    at = command.index("--config")
+    return [*command[:at], "--config-map", CHART_CONFIGMAP, *command[at + 2 :]]
+
+
+async def test_the_chart_grants_no_verb_the_controller_never_uses(
+    scene: Scene, audit_log: Path, tmp_path: Path
+) -> None:
+    release = f"ome-rbac-{uuid.uuid4().hex[:6]}"
+    await scene.kubectl("create", "namespace", release)
+    rbac = chart_rbac(scene.plane, release, *EVERY_GRANT)
+    await scene.kubectl("apply", "-f", "-", input=rbac)
+    username = f"system:serviceaccount:{release}:{SERVICE_ACCOUNT}"
+    process: ControllerProcess | None = None
+    try:
+        config = values(
+            globalHostTemplate="",
+            gatewayBackend={
+                "rewriteHostname": True,
+                "hostnameEndpointSlices": True,
+                "tls": {"enabled": True, "wellKnownCACertificates": "System"},
+            },
+        )
+        await scene.kubectl(
+            "create", "configmap", CHART_CONFIGMAP, "-n", release,
+            f"--from-literal={CONFIGMAP_KEY}={yaml.safe_dump(config)}",
+        )  # fmt: skip
+        token = await service_account_token(scene.plane, release)
+        kubeconfig = token_kubeconfig(scene.plane, token, tmp_path / "controller.kubeconfig")
+        process = ControllerProcess(
+            kubeconfig, config, tmp_path, lease=LEASE_NAME, namespace=release,
+            wrap=without_config_file,
+        ).start()  # fmt: skip
+        await process.wait_started(timeout=60)
+        await exercise(scene)
+        await an_orphan_is_checked_live(scene, audit_log, username)
+        assert "forbidden" not in process.log.lower(), process.log
+    finally:
+        if process is not None:
+            await process.stop()  # releases the Lease
+        await scene.kubectl("delete", "-f", "-", input=rbac, check=False)
+        await scene.kubectl("delete", "namespace", release, "--wait=false", check=False)
+
+    grants = granted(rbac)
+    used = exercised(audit_log, username)
+    assert used, f"no request of {username} in {audit_log}"
+    unused = unexercised(grants, used, REASONED)
+    assert unused == [], f"granted, and used by no request: {unused}"
+    assert set(REASONED) <= grants, "a reviewed grant the chart no longer makes"
+
+
+async def exercise(scene: Scene) -> None:
+    """Route and publish a service, move its weights, repair what was changed behind the
+    controller's back, withdraw it, and stop routing it: every kind of write."""
+    host = {"ome.io/global-host": "chat.global.example.com"}
+    await scene.service("chat", {"worker-a": 1}, host)
+    await scene.published("chat")
+    await scene.place("chat", {"worker-a": 1, "worker-b": 1})
+
+    async def two_backends() -> bool:
+        route = await scene.get("httproute", "chat-global")
+        return route is not None and len(route["spec"]["rules"][0]["backendRefs"]) == 2
+
+    await eventually(two_backends, 60, "the route to gain a backend")
+    published = "services,endpointslices,backendtlspolicies"
+    await scene.kubectl("label", published, "--all", "-n", scene.namespace, "drifted=yes")
+    await scene.place("chat", {"worker-a": 2, "worker-b": 1})
+
+    async def repaired() -> bool:
+        left = await scene.kubectl(
+            "get", published, "-n", scene.namespace, "-l", "drifted", "-o", "name"
+        )
+        return left.strip() == ""
+
+    await eventually(repaired, 60, "the publisher to repair the changed objects")
+    await scene.kubectl(
+        "annotate", "inferenceservice", "chat", "-n", scene.namespace, "ome.io/global-host-"
+    )
+    await scene.published("chat", "Withdrawn")
+    await scene.kubectl(
+        "patch", "inferenceservice", "chat", "-n", scene.namespace, "--type=merge",
+        "-p", '{"spec": {"routing": {"enabled": false}}}',
+    )  # fmt: skip
+
+    async def map_gone() -> bool:
+        return await get_map(scene.plane, "chat", scene.namespace) is None
+
+    await eventually(map_gone, 60, "the controller to delete the TrafficMap")
+
+
+async def an_orphan_is_checked_live(scene: Scene, audit_log: Path, username: str) -> None:
+    """A map whose service left the cache is reaped only once a live read (a GET of the
+    InferenceService) confirms the service gone."""
+    await scene.service("gone", {"worker-a": 1})
+
+    async def mapped() -> bool:
+        return await get_map(scene.plane, "gone", scene.namespace) is not None
+
+    await eventually(mapped, 60, "the controller to create the map of the second service")
+    await scene.kubectl("delete", "inferenceservice", "gone", "-n", scene.namespace)
+
+    async def read_live() -> bool:
+        return ("ome.io", "inferenceservices", "get") in exercised(audit_log, username)
+
+    await eventually(read_live, 60, "the controller to read the deleted service live")

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from container import PodSettings, ensure_crun, unpack
+from tests.plane_fixtures import audit_dir as audit_dir
 from tests.plane_fixtures import control_plane as control_plane
 from tests.plane_fixtures import prepare_tools
 from tests.plane_fixtures import tools as tools

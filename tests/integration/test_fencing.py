@@ -4,16 +4,20 @@ A loopback web server stands in for the API server and records every request it 
 the client is lightkube's, configured as the controller configures it, with a gate in
 front of its requests. Every kind of write the controller and the publisher make
 (create, replace, merge patch, server-side apply, delete, a DELETE with preconditions
-built by hand) is tried with the gate shut, then open.
+built by hand) is tried with the gate shut, then open, then held up after the gate's
+first check (an httpx request hook, which runs after `FencedClient.send` and before a
+pooled connection is taken) until the deadline has passed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import httpx2
 import pytest
 from aiohttp import web
 from lightkube import KubeConfig
@@ -175,4 +179,86 @@ async def test_a_replica_that_never_led_writes_nothing_through_the_electors_gate
         assert server.requests == []
     finally:
         await fenced.close()
+        await client.close()
+
+
+@dataclass
+class Deadline:
+    """A gate open until `deadline` on a clock the test moves, as the elector's."""
+
+    now: float = 0.0
+    deadline: float = 10.0
+    budget: float | None = None
+    checks: int = 0
+
+    def check_write(self, request: str) -> float | None:
+        self.checks += 1
+        if self.now >= self.deadline:
+            raise NotLeader(request)
+        return self.budget
+
+    def check_read(self, request: str) -> None:
+        pass
+
+
+def hold_after_the_gate(client: FencedClient, hold: Callable[[httpx2.Request], Any]) -> None:
+    """Run `hold` after the gate's first check, before the request takes a connection."""
+    http: httpx2.AsyncClient = client._client._client  # lightkube's httpx client
+    http.event_hooks = {"request": [hold], "response": []}
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+async def test_a_write_held_up_past_the_deadline_after_the_gate_never_reaches_the_wire(
+    reporter: Start, write: str
+) -> None:
+    """As a full GC or a long preflight between the check and the socket: refused there."""
+    server = await reporter(api_server)
+    gate = Deadline()
+    client = client_for(server, gate)
+
+    async def past_the_deadline(_request: httpx2.Request) -> None:
+        gate.now = gate.deadline
+
+    hold_after_the_gate(client, past_the_deadline)
+    try:
+        with pytest.raises(NotLeader):
+            await WRITES[write](client)
+        assert writes_seen(server) == []
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+async def test_a_write_inside_its_deadline_is_checked_again_at_the_wire_and_sent(
+    reporter: Start, write: str
+) -> None:
+    server = await reporter(api_server)
+    gate = Deadline()
+    client = client_for(server, gate)
+    try:
+        await WRITES[write](client)
+        assert len(writes_seen(server)) == 1
+        assert gate.checks >= 2  # in send, and on the connection before the bytes
+    finally:
+        await client.close()
+
+
+async def test_a_write_that_outlives_its_budget_is_abandoned_as_client_go_abandons_it(
+    reporter: Start,
+) -> None:
+    """The gate's budget is the write's total deadline, whatever the per-phase timeouts."""
+    answered = asyncio.Event()
+
+    async def stalled(request: web.Request) -> web.StreamResponse:
+        await answered.wait()  # never, while the test runs
+        return await api_server(request)
+
+    server = await reporter(stalled)
+    client = client_for(server, Deadline(budget=0.2))  # per phase: 10 s
+    try:
+        with pytest.raises(httpx2.TimeoutException) as caught:
+            await WRITES["create"](client)
+        assert str(caught.value) == "context deadline exceeded"
+    finally:
+        answered.set()
         await client.close()

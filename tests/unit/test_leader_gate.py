@@ -22,7 +22,7 @@ from lightkube.models.meta_v1 import ObjectMeta, Status
 from lightkube.resources.coordination_v1 import Lease
 
 from ome_routing.kube.fencing import NotLeader
-from ome_routing.kube.leader import ElectionSettings, LeaderElector, LeadershipLost
+from ome_routing.kube.leader import ElectionSettings, LeaderElector, LeadershipLost, jittered
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -293,6 +293,59 @@ async def test_a_standby_writes_nothing_until_it_holds_the_lease() -> None:
         with pytest.raises(NotLeader):
             elector.check_write("POST /apis/ome.io/v1beta1/namespaces/chat/trafficmaps")
         assert [w for w in leases.writes() if w[1] == "me"] == []
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_write_may_take_no_longer_than_the_renew_margin() -> None:
+    """The gate's budget: lease 15 s less renew deadline 10 s, even just before the deadline,
+    so that a write let through ends before a standby may take the Lease over."""
+    clock = Clock()
+    async with running(FakeLeases(clock), clock) as (elector, _lead, _task):
+        renewed = clock.now  # the renewal that made it leader was sent at this time
+        assert elector.check_write("POST /api/v1/namespaces/chat/services") == 5.0
+        clock.now = renewed + 9.9
+        budget = elector.check_write("POST /api/v1/namespaces/chat/services")
+        assert clock.now + budget < renewed + SETTINGS.lease_duration
+
+
+def test_acquire_retries_are_jittered_as_client_gos() -> None:
+    assert jittered(2.0, 0.0) == 2.0
+    assert jittered(2.0, 0.5) == pytest.approx(3.2)
+    assert jittered(2.0, 0.999) == pytest.approx(2.0 * (1 + 0.999 * 1.2))
+
+
+async def test_a_standby_draws_a_fresh_jitter_before_each_retry() -> None:
+    clock = Clock()
+    leases = FakeLeases(clock)
+    leases.lease = Lease(
+        metadata=ObjectMeta(name="ome-routing-controller", namespace="ome"),
+        spec=LeaseSpec(leaseDurationSeconds=15),
+    )
+    leases.taken_by("other")
+    draws: list[float] = []
+
+    def draw() -> float:
+        draws.append(0.25)
+        return 0.25
+
+    elector = LeaderElector(
+        leases,  # type: ignore[arg-type]
+        namespace="ome",
+        name="ome-routing-controller",
+        identity="me",
+        settings=SETTINGS,
+        clock=clock,
+        draw=draw,
+    )
+    task = asyncio.create_task(elector.run(Leading(elector)))
+    try:
+        while sum(1 for c in leases.calls if c[0] == "get") < 3:
+            await asyncio.sleep(0.005)
+        # a draw between each two attempts
+        assert len(draws) >= 2
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

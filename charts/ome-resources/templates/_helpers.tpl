@@ -32,6 +32,9 @@ it holds the chart's name, else both ("ome-routing" for the release ome-routing)
 {{/* The metrics Service. */}}
 {{- define "ome-resources.metricsServiceName" -}}{{ include "ome-resources.fullname" . | trunc 55 | trimSuffix "-" }}-metrics{{- end -}}
 
+{{/* The Role and RoleBinding in endpoint.routeNamespace (Service and EndpointSlice writes). */}}
+{{- define "ome-resources.publisherRoleName" -}}{{ include "ome-resources.fullname" . | trunc 53 | trimSuffix "-" }}-publisher{{- end -}}
+
 {{/* The namespaced Role and RoleBinding (ConfigMap and Lease). */}}
 {{- define "ome-resources.roleName" -}}{{ include "ome-resources.fullname" . }}{{- end -}}
 

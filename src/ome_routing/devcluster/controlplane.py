@@ -329,6 +329,8 @@ class LocalControlPlane:
             "--allow-privileged=true",
             # As envtest: no default ServiceAccount controller runs, so do not require one.
             "--disable-admission-plugins=ServiceAccount",
+            # as OpenShift: setting blockOwnerDeletion needs update on the owner's finalizers
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
             "--profiling=false",
         ]
         apiserver_argv = _with_flags(apiserver_argv, self._apiserver_flags)

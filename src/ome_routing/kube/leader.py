@@ -16,7 +16,14 @@ monotonic clock goes on counting while the process is stopped (SIGSTOP, a frozen
 container, a node under memory pressure), so a replica that wakes after its deadline
 sees at once that it has passed: its first write is refused (`NotLeader`) and it steps
 down. A renewal that finds another holder steps down at once too, and the renewal loop
-steps down at the deadline itself even when nothing writes.
+steps down at the deadline itself even when nothing writes. The gate is asked again at
+the wire, once the write holds a connection and just before its bytes leave, and it
+gives each write a total deadline of the renew margin (lease duration less renew
+deadline), so that a write let through before the deadline has ended before the earliest
+moment a standby may take over (`kube.fencing`): a write held up between the two checks is refused, a create included.
+
+A standby retries acquisition every retry period jittered by up to `JITTER_FACTOR` of it,
+as client-go's `wait.JitterUntil`, so that standbys do not retry in lockstep.
 
 A whole VM suspended is the case the monotonic clock cannot see: it does not count the
 time the machine was suspended. What covers it is the second fence: every write of a
@@ -53,6 +60,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import random
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -176,6 +184,12 @@ async def _stop_all(*tasks: asyncio.Task[Any]) -> None:
         raise
 
 
+def jittered(period: float, draw: float) -> float:
+    """client-go's `wait.Jitter(period, JITTER_FACTOR)` for a draw in [0, 1): a wait
+    between `period` and `(1 + JITTER_FACTOR) * period`."""
+    return period * (1.0 + draw * JITTER_FACTOR)
+
+
 def lease_is_free(
     observation: Observation | None, identity: str, now: float, duration: float
 ) -> bool:
@@ -197,8 +211,10 @@ class LeaderElector:
         identity: str,
         settings: ElectionSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
+        draw: Callable[[], float] = random.random,
     ) -> None:
         self._client = client
+        self._draw = draw
         self._namespace = namespace
         self._name = name
         self.identity = identity
@@ -226,10 +242,16 @@ class LeaderElector:
         """Whether a write may be sent now: leading, and inside the renew deadline."""
         return self._leading and (self._clock() - self._renewed_at < self._settings.renew_deadline)
 
-    def check_write(self, request: str) -> None:
-        """The gate of `FencedClient`: raise `NotLeader` (and step down) past the deadline."""
+    def check_write(self, request: str) -> float:
+        """The gate of `FencedClient`: raise `NotLeader` (and step down) past the deadline.
+
+        Returns the seconds the write may still take: the renew margin (lease duration
+        less renew deadline). A write let through before the deadline and ended within
+        the margin ends before the earliest moment a standby may take the Lease over,
+        which counts a full lease duration from a renewal sent no earlier than ours.
+        """
         if self.may_write():
-            return
+            return self._settings.lease_duration - self._settings.renew_deadline
         if self._leading:
             self._step_down(f"renew deadline passed before {request}")
         log.debug("write dropped: not the leader", extra={"request": request})
@@ -296,8 +318,10 @@ class LeaderElector:
                 await asyncio.shield(self._release())
 
     async def _acquire(self) -> None:
+        # as client-go's `wait.JitterUntil(..., RetryPeriod, JitterFactor, ...)`, so that
+        # standbys started together do not retry in lockstep
         while await self._try_acquire_or_renew() is not _Attempt.HELD:
-            await asyncio.sleep(self._settings.retry_period)
+            await asyncio.sleep(jittered(self._settings.retry_period, self._draw()))
 
     async def _keep_renewing(self) -> None:
         """Renew every retry period; step down at the deadline or when another holds it."""
