@@ -286,7 +286,7 @@ class TestRbac:
             (r["resources"][0], tuple(r.get("resourceNames", ())), tuple(r["verbs"]))
             for r in role["rules"]
         } == {
-            ("configmaps", ("inferenceservice-config",), ("get",)),
+            ("configmaps", ("ome-routing-config",), ("get",)),  # the release's ConfigMap
             ("leases", (), ("create",)),  # a create's name is not known to the authorizer
             ("leases", ("ome-routing-controller",), ("get", "update")),
         }

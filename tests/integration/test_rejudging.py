@@ -74,7 +74,9 @@ async def test_homes_are_judged_again_at_their_moments_earliest_first() -> None:
     rejudging.add(loop, homes[0], start + 0.02)
     await judged_after(rejudging, judged, 3)
     assert judged == homes
-    assert loop.time() >= start + 0.06
+    # an event loop runs a timer that falls due within its clock's resolution (uvloop's
+    # loop.time() counts whole milliseconds), so the last may run up to 1 ms before 0.06
+    assert loop.time() >= start + 0.06 - 0.001
 
 
 async def test_a_moment_made_moot_by_a_later_poll_a_poll_underway_or_retirement_is_passed_over() -> (
