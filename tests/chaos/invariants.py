@@ -152,7 +152,9 @@ class MapRecorder:
             Write(time.monotonic(), name, new["metadata"]["resourceVersion"], reasons)
         )
         if name in self.foreign:
-            self.violations.append(f"map {name} of another owner was written")
+            touched = foreign_write(old, new)
+            if touched:
+                self.violations.append(f"map {name} of another owner was written: {touched}")
             return
         same_map = old is not None and old["metadata"].get("uid") == new["metadata"].get("uid")
         before = entries(old) if old is not None and same_map else {}
@@ -171,3 +173,25 @@ class MapRecorder:
                 self.violations.append(
                     f"{name}/{cluster}: a report raised allocated from {was} to {allocated}"
                 )
+
+
+#: what OME's publisher writes on a map whose owner it cannot trust: its own conditions
+#: (`InvalidOwner`), nothing else
+PUBLISHER_CONDITIONS = frozenset({"Published", "PublicationFallback"})
+
+
+def foreign_write(old: Raw | None, new: Raw) -> str:
+    """What a write changed of another owner's map beyond the publisher's `InvalidOwner`
+    report (which OME's publisher writes on such a map too), or "" when nothing."""
+    before: Raw = old or {}
+    if new.get("spec") != before.get("spec", new.get("spec")):
+        return "spec"
+    for key in ("ownerReferences", "finalizers"):
+        if (new["metadata"].get(key) or []) != (before.get("metadata", {}).get(key) or []):
+            return f"metadata.{key}"
+    status = new.get("status") or {}
+    kinds = {c.get("type") for c in status.get("conditions") or []}
+    if kinds - PUBLISHER_CONDITIONS:
+        return f"conditions {sorted(str(k) for k in kinds - PUBLISHER_CONDITIONS)}"
+    others = set(status) - {"conditions", "observedGeneration"}
+    return f"status {sorted(others)}" if others else ""
