@@ -21,9 +21,12 @@ What it keeps of a client's duties:
   joins them by copying; a line that trickles in byte by byte would be copied whole at
   every byte. So once a read ends inside a header or trailer line, the next bytes wait
   here (`_held`) until the line's end arrives, and go to the parser together.
-- TLS is the standard `ssl` module's, with the default context (certificates verified,
-  the name checked); names are resolved by the given resolver, or by the event loop's
-  `getaddrinfo`. No proxy, no credentials, no cookies, no redirects.
+- TLS is the standard `ssl` module's: the default context (certificates verified, the
+  name checked), or the operator's (`observer.trust`: a CA bundle, a client certificate);
+  names are resolved by the given resolver, or by the event loop's `getaddrinfo`, and
+  the operator's allow and deny lists judge each resolved address before it is connected
+  to. No proxy, no cookies, no redirects, and no credentials but the operator's bearer
+  token over HTTPS.
 - Requests are written at the end of the event loop's turn, all those of the turn one
   after the other (`pool.Pool.write`), not each as its poll starts: on loopback, a write to a
   server that sleeps wakes it, which costs the writer more than the rest of the write;
