@@ -12,15 +12,22 @@ so suites in different lanes share nothing but the tool cache, whose builds are 
 
 The lanes (see docs/developing.md, "CI times"):
 
-- pure: `make check`, then unit, integration and fuzz (no tools needed), then, once the
-  tools are built, docs and chart, then bench (gateway group), then the compiled run.
-- tools: `ome-routing dev tools` (a cache hit when warm).
-- node: as root, the node's binaries and the image first (cached), then tests/image and
-  tests/node: the longest suite, mostly waiting for pods; it runs in a network namespace of
-  its own, so it shares no port with the gateways.
+- pure: `make check`, unit, integration, fuzz and the compiled run (no tools needed), then
+  docs and chart (the control plane and promtool), then bench (every tool; gateway group).
+- tools: the Go tools, niced, one set at a time in the order the suites need them (the
+  cache has one lock, so two builds never run at once anyway): the control plane, as root
+  the node's binaries, the gateways, promtool, then `dev tools` for all (a cache hit). When
+  warm each is a cache hit.
+- node: as root, the image first (cached, niced), then tests/image and tests/node: the
+  longest suite, mostly waiting for pods; it runs in a network namespace of its own, so it
+  shares no port with the gateways.
 - kube: tests/e2e, then tests/gateway (gateway group).
 - chaos: tests/chaos alone, once the pure lane's unit, integration and fuzz suites (CPU all
-  along) are done: its fencing tests run on 8 s Leases, so it keeps light company.
+  along) are done: its fencing tests run on 8 s Leases, so it keeps light company (and the
+  builds beside it are niced).
+
+SIGTERM or SIGINT to this process is passed on to every step running as SIGINT, so that
+each pytest stops its control planes and gateways, and the summary is still printed.
 
 Each step's output goes to .ci/logs/<step>.log (its tail is printed when it fails) and each
 pytest run writes .ci/logs/<step>.xml. At the end: each lane's wall time, the slowest 20
@@ -34,8 +41,10 @@ The exit status is 0 only when every step passed and no unexpected skip was seen
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -91,17 +100,31 @@ def python_call(code: str) -> list[str]:
     return [str(BIN / "python"), "-c", code]
 
 
+def dev_tools(*only: str) -> list[str]:
+    """`ome-routing dev tools`, niced: a build must not slow the suites beside it."""
+    argv = ["nice", "-n", "19", str(BIN / "ome-routing"), "dev", "tools"]
+    return [*argv, *(arg for name in only for arg in ("--only", name))]
+
+
 def plan() -> dict[str, list[Step]]:
-    tools = ("tools",)
-    node_prep: list[Step] = []
+    # The tool cache has one lock (devcluster.tools._locked): two builds never run at once,
+    # so the tools lane builds them in the order they are needed: the control plane (every
+    # suite with a plane), the node's binaries (tests/node, the longest suite), the
+    # gateways (tests/gateway, tests/bench), promtool (tests/chart), then all of them again
+    # (a cache hit: whatever `dev tools` finds besides, such as Envoy).
+    plane = ("tools-control-plane",)
+    node_tools: list[Step] = []
+    image_build: list[Step] = []
     if ROOT:
-        node_prep = [
-            Step("node-tools", python_call(
+        node_tools = [
+            Step("node-tools", ["nice", "-n", "19", *python_call(
                 "from ome_routing.devcluster.node_tools import ensure_node_tools; "
-                "ensure_node_tools(progress=print)")),
-            Step("image-build", python_call(
+                "ensure_node_tools(progress=print)")], needs=plane),
+        ]  # fmt: skip
+        image_build = [
+            Step("image-build", ["nice", "-n", "19", *python_call(
                 "from pathlib import Path; from ome_routing.devcluster.image import build_image; "
-                f"build_image(Path({str(REPO)!r}), progress=print)")),
+                f"build_image(Path({str(REPO)!r}), progress=print)")]),
         ]  # fmt: skip
     return {
         "pure": [
@@ -109,26 +132,49 @@ def plan() -> dict[str, list[Step]]:
             pytest_step("unit", "tests/unit"),
             pytest_step("integration", "tests/integration"),
             pytest_step("fuzz", "tests/fuzz"),
-            pytest_step("docs-chart", "tests/docs", "tests/chart", needs=tools),
-            pytest_step("bench", "tests/bench", needs=tools, exclusive="gateway"),
             Step("compiled", ["make", "--no-print-directory", "test-compiled"], pytest=True),
+            pytest_step(
+                "docs-chart",
+                "tests/docs",
+                "tests/chart",
+                needs=("tools-control-plane", "tools-promtool"),
+            ),
+            pytest_step("bench", "tests/bench", needs=("tools",), exclusive="gateway"),
         ],
-        "tools": [Step("tools", [str(BIN / "ome-routing"), "dev", "tools"])],
+        "tools": [
+            Step("tools-control-plane", dev_tools("control-plane")),
+            *node_tools,
+            Step("tools-gateways", dev_tools("traefik", "contour")),
+            Step("tools-promtool", dev_tools("promtool")),
+            Step("tools", dev_tools()),
+        ],
         "node": [
-            *node_prep,
-            pytest_step("image", "tests/image", needs=tools),
-            pytest_step("node", "tests/node", needs=tools),
+            *image_build,
+            pytest_step("image", "tests/image", needs=plane),
+            pytest_step("node", "tests/node", needs=("node-tools",) if ROOT else plane),
         ],
         "kube": [
-            pytest_step("e2e", "tests/e2e", needs=tools),
-            pytest_step("gateway", "tests/gateway", needs=tools, exclusive="gateway"),
+            pytest_step("e2e", "tests/e2e", needs=plane),
+            pytest_step("gateway", "tests/gateway", needs=("tools-gateways",), exclusive="gateway"),
         ],
-        # after the pure lane's busiest steps (unit, integration, fuzz: CPU all along)
-        "chaos": [pytest_step("chaos", "tests/chaos", needs=("tools", "fuzz"))],
+        # after the pure lane's busiest suites (unit, integration, fuzz: CPU all along)
+        "chaos": [pytest_step("chaos", "tests/chaos", needs=(*plane, "fuzz"))],
     }
 
 
 _GROUPS: dict[str, threading.Lock] = {}
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+_STOPPING = threading.Event()
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    """Pass SIGTERM or SIGINT on to every running step as SIGINT; start no other step."""
+    _STOPPING.set()
+    for process in list(_RUNNING):
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGINT)
+
+
 _PRINT = threading.Lock()
 _START = time.monotonic()
 
@@ -163,6 +209,10 @@ def pytest_counts(log: Path) -> dict[str, int]:
 def run_step(lane: str, step: Step, env: dict[str, str]) -> None:
     for name in step.needs:
         _BY_NAME[name].done.wait()
+    if _STOPPING.is_set():
+        step.status = "not run"
+        say(f"{lane}: {step.name} not run: the run was interrupted")
+        return
     blocked = [name for name in step.needs if _BY_NAME[name].status != "passed"]
     if blocked:
         step.status = "not run"
@@ -182,10 +232,19 @@ def run_step(lane: str, step: Step, env: dict[str, str]) -> None:
             extra = f"--junitxml={step.junit} -o junit_family=xunit1"
             step_env["PYTEST_ADDOPTS"] = f"{env.get('PYTEST_ADDOPTS', '')} {extra}".strip()
         with step.log.open("w") as log:
-            rc = subprocess.run(
-                step.argv, cwd=REPO, env=step_env, stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, check=False,
-            ).returncode  # fmt: skip
+            with _PRINT:
+                if _STOPPING.is_set():
+                    raise RuntimeError("the run was interrupted")
+                process = subprocess.Popen(
+                    step.argv, cwd=REPO, env=step_env, stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                )  # fmt: skip
+                _RUNNING.add(process)
+            try:
+                rc = process.wait()
+            finally:
+                with _PRINT:
+                    _RUNNING.discard(process)
         step.seconds = time.monotonic() - started
         step.status = "passed" if rc == 0 else "failed"
         if step.pytest:
@@ -226,6 +285,8 @@ def junit_cases(step: Step) -> list[tuple[str, float, str | None]]:
         return []
     cases = []
     for case in ET.parse(step.junit).getroot().iter("testcase"):
+        if case.get("name") is None:  # what an interrupted session leaves
+            continue
         file = case.get("file") or case.get("classname", "").replace(".", "/") + ".py"
         test_id = f"{file}::{case.get('name')}"
         skipped = case.find("skipped")
@@ -258,7 +319,7 @@ def main() -> int:
             )
         wanted = set(args.only)
         needed = {n for lane in wanted for s in lanes[lane] for n in s.needs}
-        if "tools" in needed:
+        if any(s.name in needed for s in lanes["tools"]):
             wanted.add("tools")
         lanes = {name: steps for name, steps in lanes.items() if name in wanted}
         present = {s.name for steps in lanes.values() for s in steps}
@@ -273,6 +334,8 @@ def main() -> int:
     say(f"lanes: {'; '.join(f'{n}: ' + ', '.join(s.name for s in st) for n, st in lanes.items())}"
         f" (as {'root' if ROOT else 'uid ' + str(os.geteuid())}; logs in .ci/logs/)")  # fmt: skip
     walls: dict[str, float] = {}
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     threads = [
         threading.Thread(target=run_lane, args=(name, steps, env, walls), name=name)
         for name, steps in lanes.items()
