@@ -38,17 +38,19 @@ demo: $(STAMP)
 
 ## check: lint, format, types and layer contracts
 check: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench .ci
+	$(BIN)/ruff format --check src tests bench .ci
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-## test: everything CI runs: checks, the whole test suite (as root, tests/node's one-node
-## Kubernetes too), then the unit and integration suites again on the poll path compiled
-## with mypyc, as the controller image ships it. The slowest 20 tests are printed at the end.
-test: check tools
-	$(BIN)/pytest --durations=20
-	$(MAKE) --no-print-directory test-compiled
+## test: everything CI runs, in parallel lanes (.ci/lanes.py): checks, the Go tools built
+## while the pure suites run, then every suite (as root, tests/node's one-node Kubernetes
+## too), each suite with its own local control plane, and the unit and integration suites
+## again on the poll path compiled with mypyc, as the controller image ships it. Each step's
+## log is kept under .ci/logs/; the lanes' wall times, the slowest 20 tests and the skips
+## are printed at the end; as root an unexpected skip fails the run.
+test: $(STAMP)
+	$(BIN)/python .ci/lanes.py
 
 ## test-compiled: the unit and integration suites on the compiled poll path (cached build)
 test-compiled: $(STAMP)
@@ -67,4 +69,4 @@ unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .ci/logs

@@ -1,0 +1,396 @@
+"""`make test`: every check and every suite, in parallel lanes, each lane's log kept.
+
+    .venv/bin/python .ci/lanes.py            # what `make test` and .ci/run run
+    .venv/bin/python .ci/lanes.py --only pure --only chaos   # some lanes only
+
+A lane is a thread running its steps one after another; lanes run at the same time. A step
+waits for the steps it `needs` (the Go tools before any suite with a control plane), and a
+step with an `exclusive` group never runs at the same moment as another step of that group
+(the gateways: Traefik, Contour and Envoy pick free ports and could take each other's).
+Every suite that needs a control plane starts its own (tests/plane_fixtures.py, free ports),
+so suites in different lanes share nothing but the tool cache, whose builds are locked.
+
+The lanes (see docs/developing.md, "CI times"):
+
+- pure: `make check`, unit, integration, fuzz and the compiled run (no tools needed), then
+  docs and chart (the control plane and promtool), then bench (every tool; gateway group).
+- tools: the Go tools, niced, one set at a time in the order the suites need them (the
+  cache has one lock, so two builds never run at once anyway): the control plane, as root
+  the node's binaries, the gateways, promtool, then `dev tools` for all (a cache hit). When
+  warm each is a cache hit.
+- node: as root, the image first (cached, niced), then tests/image and tests/node: the
+  longest suite, mostly waiting for pods; it runs in a network namespace of its own, so it
+  shares no port with the gateways.
+- kube: tests/e2e, then tests/gateway (gateway group).
+- chaos: tests/chaos alone, once the pure lane's unit, integration and fuzz suites (CPU all
+  along) are done: its fencing tests run on 8 s Leases, so it keeps light company (and the
+  builds beside it are niced).
+
+SIGTERM or SIGINT to this process is passed on to every step running as SIGINT, so that
+each pytest stops its control planes and gateways, and the summary is still printed.
+
+Each step's output goes to .ci/logs/<step>.log (its tail is printed when it fails) and each
+pytest run writes .ci/logs/<step>.xml. At the end: each lane's wall time, the slowest 20
+tests of all lanes, the skips, and one line in pytest's form summing every lane. As root
+any skip that is not in EXPECTED_SKIPS fails the run: as root every suite's prerequisites
+are installable here, so a skip means a test silently did not run.
+
+The exit status is 0 only when every step passed and no unexpected skip was seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = REPO / ".venv" / "bin"
+LOGS = REPO / ".ci" / "logs"
+ROOT = os.geteuid() == 0
+
+#: Skips that are expected as root, each with its reason: (step, test id pattern, reason
+#: pattern). Anything else skipped as root fails the run.
+EXPECTED_SKIPS: tuple[tuple[str, str, str], ...] = (
+    # The compiled poll path (mypyc) forbids subclassing Dispatcher, which these tests do;
+    # the same tests run in the `integration` step on the interpreted path.
+    ("compiled", r"tests/integration/test_dispatch_ring\.py::", r"compiled poll path"),
+)
+
+
+@dataclass
+class Step:
+    name: str
+    argv: list[str]
+    needs: tuple[str, ...] = ()
+    exclusive: str | None = None
+    pytest: bool = False
+    # results
+    status: str = "pending"  # pending, passed, failed, not run
+    seconds: float = 0.0
+    counts: dict[str, int] = field(default_factory=dict)
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def log(self) -> Path:
+        return LOGS / f"{self.name}.log"
+
+    @property
+    def junit(self) -> Path:
+        return LOGS / f"{self.name}.xml"
+
+
+def pytest_step(
+    name: str, *paths: str, needs: tuple[str, ...] = (), exclusive: str | None = None
+) -> Step:
+    argv = [str(BIN / "pytest"), *paths, "-q", "-p", "no:cacheprovider", "--durations=20"]
+    return Step(name, argv, needs=needs, exclusive=exclusive, pytest=True)
+
+
+def python_call(code: str) -> list[str]:
+    return [str(BIN / "python"), "-c", code]
+
+
+def dev_tools(*only: str) -> list[str]:
+    """`ome-routing dev tools`, niced: a build must not slow the suites beside it."""
+    argv = ["nice", "-n", "19", str(BIN / "ome-routing"), "dev", "tools"]
+    return [*argv, *(arg for name in only for arg in ("--only", name))]
+
+
+def plan() -> dict[str, list[Step]]:
+    # The tool cache has one lock (devcluster.tools._locked): two builds never run at once,
+    # so the tools lane builds them in the order they are needed: the control plane (every
+    # suite with a plane), the node's binaries (tests/node, the longest suite), the
+    # gateways (tests/gateway, tests/bench), promtool (tests/chart), then all of them again
+    # (a cache hit: whatever `dev tools` finds besides, such as Envoy).
+    plane = ("tools-control-plane",)
+    node_tools: list[Step] = []
+    image_build: list[Step] = []
+    if ROOT:
+        node_tools = [
+            Step("node-tools", ["nice", "-n", "19", *python_call(
+                "from ome_routing.devcluster.node_tools import ensure_node_tools; "
+                "ensure_node_tools(progress=print)")], needs=plane),
+        ]  # fmt: skip
+        image_build = [
+            Step("image-build", ["nice", "-n", "19", *python_call(
+                "from pathlib import Path; from ome_routing.devcluster.image import build_image; "
+                f"build_image(Path({str(REPO)!r}), progress=print)")]),
+        ]  # fmt: skip
+    return {
+        "pure": [
+            Step("check", ["make", "--no-print-directory", "check"]),
+            pytest_step("unit", "tests/unit"),
+            pytest_step("integration", "tests/integration"),
+            pytest_step("fuzz", "tests/fuzz"),
+            Step("compiled", ["make", "--no-print-directory", "test-compiled"], pytest=True),
+            pytest_step(
+                "docs-chart",
+                "tests/docs",
+                "tests/chart",
+                needs=("tools-control-plane", "tools-promtool"),
+            ),
+            pytest_step("bench", "tests/bench", needs=("tools",), exclusive="gateway"),
+        ],
+        "tools": [
+            Step("tools-control-plane", dev_tools("control-plane")),
+            *node_tools,
+            Step("tools-gateways", dev_tools("traefik", "contour")),
+            Step("tools-promtool", dev_tools("promtool")),
+            Step("tools", dev_tools()),
+        ],
+        "node": [
+            *image_build,
+            pytest_step("image", "tests/image", needs=plane),
+            pytest_step("node", "tests/node", needs=("node-tools",) if ROOT else plane),
+        ],
+        "kube": [
+            pytest_step("e2e", "tests/e2e", needs=plane),
+            pytest_step("gateway", "tests/gateway", needs=("tools-gateways",), exclusive="gateway"),
+        ],
+        # after the pure lane's busiest suites (unit, integration, fuzz: CPU all along)
+        "chaos": [pytest_step("chaos", "tests/chaos", needs=(*plane, "fuzz"))],
+    }
+
+
+_GROUPS: dict[str, threading.Lock] = {}
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+_STOPPING = threading.Event()
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    """Pass SIGTERM or SIGINT on to every running step as SIGINT; start no other step."""
+    _STOPPING.set()
+    for process in list(_RUNNING):
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGINT)
+
+
+_PRINT = threading.Lock()
+_START = time.monotonic()
+
+
+def say(message: str) -> None:
+    with _PRINT:
+        print(f"[{time.monotonic() - _START:7.1f}s] {message}", flush=True)
+
+
+_SUMMARY = re.compile(
+    r"^=+ (.*\d+ (?:passed|failed|skipped|errors?|deselected|xfailed|xpassed|no tests ran).*) in [\d.]+s"
+)
+_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed|warnings?)")
+
+
+def pytest_counts(log: Path) -> dict[str, int]:
+    """The counts of the last summary line pytest wrote into `log`."""
+    counts: dict[str, int] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        line = line.strip()
+        match = _SUMMARY.match(line)
+        if match is None and re.fullmatch(r"(\d+ \w+(, )?)+ in [\d.]+s.*", line):
+            match = re.match(r"(.*) in [\d.]+s", line)  # -q without the ===== frame
+        if match:
+            counts = {}
+            for number, word in _COUNT.findall(match.group(1)):
+                word = "error" if word.startswith("error") else word
+                counts[word] = counts.get(word, 0) + int(number)
+    return counts
+
+
+def run_step(lane: str, step: Step, env: dict[str, str]) -> None:
+    for name in step.needs:
+        _BY_NAME[name].done.wait()
+    if _STOPPING.is_set():
+        step.status = "not run"
+        say(f"{lane}: {step.name} not run: the run was interrupted")
+        return
+    blocked = [name for name in step.needs if _BY_NAME[name].status != "passed"]
+    if blocked:
+        step.status = "not run"
+        say(f"{lane}: {step.name} not run: {', '.join(blocked)} did not pass")
+        return
+    group = _GROUPS.setdefault(step.exclusive, threading.Lock()) if step.exclusive else None
+    if group is not None:
+        if group.locked():
+            say(f"{lane}: {step.name} waits for the {step.exclusive} group")
+        group.acquire()
+    try:
+        say(f"{lane}: {step.name} started")
+        started = time.monotonic()
+        step_env = dict(env)
+        if step.pytest:
+            step.junit.unlink(missing_ok=True)
+            extra = f"--junitxml={step.junit} -o junit_family=xunit1"
+            step_env["PYTEST_ADDOPTS"] = f"{env.get('PYTEST_ADDOPTS', '')} {extra}".strip()
+        with step.log.open("w") as log:
+            with _PRINT:
+                if _STOPPING.is_set():
+                    raise RuntimeError("the run was interrupted")
+                process = subprocess.Popen(
+                    step.argv, cwd=REPO, env=step_env, stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                )  # fmt: skip
+                _RUNNING.add(process)
+            try:
+                rc = process.wait()
+            finally:
+                with _PRINT:
+                    _RUNNING.discard(process)
+        step.seconds = time.monotonic() - started
+        step.status = "passed" if rc == 0 else "failed"
+        if step.pytest:
+            step.counts = pytest_counts(step.log)
+        counts = ", ".join(f"{n} {w}" for w, n in step.counts.items())
+        say(
+            f"{lane}: {step.name} {step.status} in {step.seconds:.0f}s (exit {rc}){': ' + counts if counts else ''}"
+        )
+        if rc != 0:
+            tail = step.log.read_text(errors="replace").splitlines()[-60:]
+            with _PRINT:
+                print(f"----- the end of {step.log.relative_to(REPO)} -----")
+                print("\n".join(tail))
+                print("-----", flush=True)
+    finally:
+        if group is not None:
+            group.release()
+
+
+def run_lane(lane: str, steps: list[Step], env: dict[str, str], walls: dict[str, float]) -> None:
+    started = time.monotonic()
+    try:
+        for step in steps:
+            try:
+                run_step(lane, step, env)
+            except Exception as error:  # a lane must not take the run down
+                step.status = "failed"
+                say(f"{lane}: {step.name} could not run: {error!r}")
+            finally:
+                step.done.set()
+    finally:
+        walls[lane] = time.monotonic() - started
+
+
+def junit_cases(step: Step) -> list[tuple[str, float, str | None]]:
+    """(test id, seconds, skip reason or None) of each test case of a step's junit file."""
+    if not step.junit.is_file():
+        return []
+    cases = []
+    for case in ET.parse(step.junit).getroot().iter("testcase"):
+        if case.get("name") is None:  # what an interrupted session leaves
+            continue
+        file = case.get("file") or case.get("classname", "").replace(".", "/") + ".py"
+        test_id = f"{file}::{case.get('name')}"
+        skipped = case.find("skipped")
+        reason = None
+        if skipped is not None and skipped.get("type") != "pytest.xfail":
+            reason = skipped.get("message") or ""
+        cases.append((test_id, float(case.get("time") or 0), reason))
+    return cases
+
+
+def expected(step: str, test_id: str, reason: str) -> bool:
+    return any(
+        step == s and re.search(t, test_id) and re.search(r, reason) for s, t, r in EXPECTED_SKIPS
+    )
+
+
+_BY_NAME: dict[str, Step] = {}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", help="run only this lane (repeatable)")
+    args = parser.parse_args()
+    lanes = plan()
+    if args.only:
+        unknown = set(args.only) - set(lanes)
+        if unknown:
+            parser.error(
+                f"--only: no lane named {', '.join(sorted(unknown))} (lanes: {', '.join(lanes)})"
+            )
+        wanted = set(args.only)
+        needed = {n for lane in wanted for s in lanes[lane] for n in s.needs}
+        if any(s.name in needed for s in lanes["tools"]):
+            wanted.add("tools")
+        lanes = {name: steps for name, steps in lanes.items() if name in wanted}
+        present = {s.name for steps in lanes.values() for s in steps}
+        for steps in lanes.values():  # a step of a lane not run is not waited for
+            for step in steps:
+                step.needs = tuple(n for n in step.needs if n in present)
+    for steps in lanes.values():
+        for step in steps:
+            _BY_NAME[step.name] = step
+    LOGS.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    say(f"lanes: {'; '.join(f'{n}: ' + ', '.join(s.name for s in st) for n, st in lanes.items())}"
+        f" (as {'root' if ROOT else 'uid ' + str(os.geteuid())}; logs in .ci/logs/)")  # fmt: skip
+    walls: dict[str, float] = {}
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
+    threads = [
+        threading.Thread(target=run_lane, args=(name, steps, env, walls), name=name)
+        for name, steps in lanes.items()
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    steps = [step for lane in lanes.values() for step in lane]
+
+    print("\n===== lanes (wall time) =====")
+    for name, lane_steps in lanes.items():
+        parts = ", ".join(f"{s.name} {s.seconds:.0f}s {s.status}" for s in lane_steps)
+        print(f"{name:6} {walls.get(name, 0):7.0f}s  ({parts})")
+
+    cases = [(step.name, *case) for step in steps if step.pytest for case in junit_cases(step)]
+    print("\n===== the slowest 20 tests (setup, call and teardown), all lanes =====")
+    for name, test_id, seconds, _ in sorted(cases, key=lambda c: -c[2])[:20]:
+        print(f"{seconds:8.2f}s  {name:11} {test_id}")
+
+    skips = [(name, test_id, reason) for name, test_id, _, reason in cases if reason is not None]
+    unexpected = [s for s in skips if not expected(*s)]
+    print(
+        f"\n===== skips: {len(skips)}, of which unexpected: {len(unexpected) if ROOT else 'not checked (not root)'} ====="
+    )
+    for name, test_id, reason in skips:
+        mark = "UNEXPECTED " if ROOT and (name, test_id, reason) in unexpected else ""
+        print(f"{mark}{name:11} {test_id}: {reason}")
+
+    failed_steps = [s.name for s in steps if s.status != "passed"]
+    total: dict[str, int] = {}
+    for step in steps:
+        for word, number in step.counts.items():
+            total[word] = total.get(word, 0) + number
+    print()
+    if failed_steps:
+        print(f"ci: steps that did not pass: {', '.join(failed_steps)} (logs in .ci/logs/)")
+    if ROOT and unexpected:
+        print(f"ci: {len(unexpected)} unexpected skip(s) as root (see above): the run fails")
+    if total.get("error"):
+        print(f"ci: {total['error']} error(s) in setup or teardown, counted as failed below")
+    print(f"ci: wall time {time.monotonic() - _START:.0f}s")
+    print(summary_line(total), flush=True)
+    failed = total.get("failed", 0) + total.get("error", 0)
+    return 1 if failed_steps or failed or (ROOT and unexpected) else 0
+
+
+def summary_line(total: dict[str, int]) -> str:
+    """`N passed, N failed[, N skipped]`: errors in setup or teardown count as failed."""
+    failed = total.get("failed", 0) + total.get("error", 0)
+    line = f"{total.get('passed', 0)} passed, {failed} failed"
+    if total.get("skipped"):
+        line += f", {total['skipped']} skipped"
+    return line
+
+
+if __name__ == "__main__":
+    sys.exit(main())
