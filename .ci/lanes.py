@@ -13,7 +13,8 @@ so suites in different lanes share nothing but the tool cache, whose builds are 
 The lanes (see docs/developing.md, "CI times"):
 
 - pure: `make check`, unit, integration, fuzz and the compiled run (no tools needed), then
-  docs and chart (the control plane and promtool), then bench (every tool; gateway group).
+  bench (the control plane and the gateways; gateway group), then docs and chart (the
+  control plane and promtool).
 - tools: the Go tools, niced, one set at a time in the order the suites need them (the
   cache has one lock, so two builds never run at once anyway): the control plane, as root
   the node's binaries, the gateways, promtool, then `dev tools` for all (a cache hit). When
@@ -22,9 +23,12 @@ The lanes (see docs/developing.md, "CI times"):
   longest suite, mostly waiting for pods; it runs in a network namespace of its own, so it
   shares no port with the gateways.
 - kube: tests/e2e, then tests/gateway (gateway group).
-- chaos: tests/chaos alone, once every other suite is done: its fencing tests run on 8 s
-  Leases and its hostile scenario counts how often 1,000 homes are polled, so it runs as
-  it would on a quiet machine.
+- chaos: tests/chaos, alone: it starts once every other lane is done or waits for a build,
+  and no other suite starts while it runs (only the niced builds go on beside it). Warm,
+  that is after every other suite; cold, it runs while the gateways or promtool are still
+  being built, and the suites waiting for them start after it. Its fencing tests run on
+  8 s Leases and its hostile scenario counts how often 1,000 homes are polled, so it runs
+  as it would on a quiet machine.
 
 SIGTERM or SIGINT to this process is passed on to every step running as SIGINT, so that
 each pytest stops its control planes and gateways, and the summary is still printed.
@@ -74,6 +78,10 @@ class Step:
     needs: tuple[str, ...] = ()
     exclusive: str | None = None
     pytest: bool = False
+    # a build (niced): it never holds up an `alone` step
+    build: bool = False
+    # run with no other suite beside it (builds only), see `_enter`
+    alone: bool = False
     # results
     status: str = "pending"  # pending, passed, failed, not run
     seconds: float = 0.0
@@ -90,10 +98,18 @@ class Step:
 
 
 def pytest_step(
-    name: str, *paths: str, needs: tuple[str, ...] = (), exclusive: str | None = None
+    name: str,
+    *paths: str,
+    needs: tuple[str, ...] = (),
+    exclusive: str | None = None,
+    alone: bool = False,
 ) -> Step:
     argv = [str(BIN / "pytest"), *paths, "-q", "-p", "no:cacheprovider", "--durations=20"]
-    return Step(name, argv, needs=needs, exclusive=exclusive, pytest=True)
+    return Step(name, argv, needs=needs, exclusive=exclusive, pytest=True, alone=alone)
+
+
+def build_step(name: str, argv: list[str], needs: tuple[str, ...] = ()) -> Step:
+    return Step(name, argv, needs=needs, build=True)
 
 
 def python_call(code: str) -> list[str]:
@@ -113,16 +129,17 @@ def plan() -> dict[str, list[Step]]:
     # gateways (tests/gateway, tests/bench), promtool (tests/chart), then all of them again
     # (a cache hit: whatever `dev tools` finds besides, such as Envoy).
     plane = ("tools-control-plane",)
+    gateways = (*plane, "tools-gateways")
     node_tools: list[Step] = []
     image_build: list[Step] = []
     if ROOT:
         node_tools = [
-            Step("node-tools", ["nice", "-n", "19", *python_call(
+            build_step("node-tools", ["nice", "-n", "19", *python_call(
                 "from ome_routing.devcluster.node_tools import ensure_node_tools; "
                 "ensure_node_tools(progress=print)")], needs=plane),
         ]  # fmt: skip
         image_build = [
-            Step("image-build", ["nice", "-n", "19", *python_call(
+            build_step("image-build", ["nice", "-n", "19", *python_call(
                 "from pathlib import Path; from ome_routing.devcluster.image import build_image; "
                 f"build_image(Path({str(REPO)!r}), progress=print)")]),
         ]  # fmt: skip
@@ -133,20 +150,22 @@ def plan() -> dict[str, list[Step]]:
             pytest_step("integration", "tests/integration"),
             pytest_step("fuzz", "tests/fuzz"),
             Step("compiled", ["make", "--no-print-directory", "test-compiled"], pytest=True),
+            # the benches use the control plane and the gateways (not promtool), so on a
+            # cold machine they run while promtool is built, then docs and chart
+            pytest_step("bench", "tests/bench", needs=gateways, exclusive="gateway"),
             pytest_step(
                 "docs-chart",
                 "tests/docs",
                 "tests/chart",
                 needs=("tools-control-plane", "tools-promtool"),
             ),
-            pytest_step("bench", "tests/bench", needs=("tools",), exclusive="gateway"),
         ],
         "tools": [
-            Step("tools-control-plane", dev_tools("control-plane")),
+            build_step("tools-control-plane", dev_tools("control-plane")),
             *node_tools,
-            Step("tools-gateways", dev_tools("traefik", "contour")),
-            Step("tools-promtool", dev_tools("promtool")),
-            Step("tools", dev_tools()),
+            build_step("tools-gateways", dev_tools("traefik", "contour")),
+            build_step("tools-promtool", dev_tools("promtool")),
+            build_step("tools", dev_tools()),
         ],
         "node": [
             *image_build,
@@ -157,14 +176,56 @@ def plan() -> dict[str, list[Step]]:
             pytest_step("e2e", "tests/e2e", needs=plane),
             pytest_step("gateway", "tests/gateway", needs=("tools-gateways",), exclusive="gateway"),
         ],
-        # alone, once every other suite is done: its fencing tests run on 8 s Leases and
-        # its hostile scenario measures how often 1,000 homes are polled, which two busy
-        # cores shared with e2e and node cannot keep (a run beside them failed both ways)
-        "chaos": [pytest_step("chaos", "tests/chaos", needs=(*plane, "node", "gateway", "bench"))],
+        # alone (`_enter`): its fencing tests run on 8 s Leases and its hostile scenario
+        # measures how often 1,000 homes are polled, which two busy cores shared with e2e
+        # and node cannot keep (a run beside them failed both ways). Warm, it runs last;
+        # cold, as soon as every other suite is done or waits for a build, beside the
+        # builds only (niced), and the suites that wait for them start after it.
+        "chaos": [pytest_step("chaos", "tests/chaos", needs=plane, alone=True)],
     }
 
 
 _GROUPS: dict[str, threading.Lock] = {}
+#: guards the steps' states for `_enter`; notified whenever a step starts or ends
+_GATE = threading.Condition()
+_LANES: dict[str, list[Step]] = {}
+_ALONE: list[Step] = []  # the `alone` step running, if any
+
+
+def _lane_quiet(steps: list[Step], me: Step) -> bool:
+    """Whether a lane runs no suite and will start none before one of its builds ends: it
+    is done, or its current step is a build, or waits for a step that has not ended."""
+    current = next((s for s in steps if not s.done.is_set()), None)
+    if current is None or current is me or current.build:
+        return True
+    if current.status == "running":
+        return False
+    return any(not _BY_NAME[name].done.is_set() for name in current.needs)
+
+
+def _enter(step: Step) -> None:
+    """Wait for `step`'s turn. A suite waits while an `alone` step runs; an `alone` step
+    waits until every other lane is quiet (`_lane_quiet`), so nothing but builds (niced)
+    run beside it."""
+    with _GATE:
+        if step.alone:
+            while _ALONE or not all(_lane_quiet(steps, step) for steps in _LANES.values()):
+                _GATE.wait(timeout=5)
+            _ALONE.append(step)
+        elif not step.build:
+            while _ALONE:
+                _GATE.wait(timeout=5)
+        step.status = "running"
+        _GATE.notify_all()
+
+
+def _leave(step: Step) -> None:
+    with _GATE:
+        if step in _ALONE:
+            _ALONE.remove(step)
+        _GATE.notify_all()
+
+
 _RUNNING: set[subprocess.Popen[bytes]] = set()
 _STOPPING = threading.Event()
 
@@ -226,6 +287,9 @@ def run_step(lane: str, step: Step, env: dict[str, str]) -> None:
             say(f"{lane}: {step.name} waits for the {step.exclusive} group")
         group.acquire()
     try:
+        if step.alone and not _STOPPING.is_set():
+            say(f"{lane}: {step.name} waits until no other suite runs")
+        _enter(step)
         say(f"{lane}: {step.name} started")
         started = time.monotonic()
         step_env = dict(env)
@@ -262,6 +326,7 @@ def run_step(lane: str, step: Step, env: dict[str, str]) -> None:
                 print("\n".join(tail))
                 print("-----", flush=True)
     finally:
+        _leave(step)
         if group is not None:
             group.release()
 
@@ -276,7 +341,9 @@ def run_lane(lane: str, steps: list[Step], env: dict[str, str], walls: dict[str,
                 step.status = "failed"
                 say(f"{lane}: {step.name} could not run: {error!r}")
             finally:
-                step.done.set()
+                with _GATE:
+                    step.done.set()
+                    _GATE.notify_all()
     finally:
         walls[lane] = time.monotonic() - started
 
@@ -331,6 +398,7 @@ def main() -> int:
     for steps in lanes.values():
         for step in steps:
             _BY_NAME[step.name] = step
+    _LANES.update(lanes)
     LOGS.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     say(f"lanes: {'; '.join(f'{n}: ' + ', '.join(s.name for s in st) for n, st in lanes.items())}"

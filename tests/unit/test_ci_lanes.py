@@ -97,3 +97,83 @@ def test_the_allowlist_names_the_dispatch_ring_tests_of_the_compiled_run(
     test_id = "tests/integration/test_dispatch_ring.py::test_a_ring"
     assert lanes.expected("compiled", test_id, reason)
     assert not lanes.expected("integration", test_id, reason)
+
+
+def _run_lanes(
+    lanes: ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    plan: dict[str, list[object]],
+) -> list[tuple[str, str]]:
+    """Run `plan`'s lanes as `main` does (threads over real processes) and return the order
+    of ("start"/"end", step) events, read from the marks the steps write."""
+    monkeypatch.setattr(lanes, "LOGS", tmp_path / "logs")
+    monkeypatch.setattr(lanes, "REPO", tmp_path)
+    lanes.LOGS.mkdir()
+    lanes._BY_NAME.clear()
+    lanes._LANES.clear()
+    for steps in plan.values():
+        for step in steps:
+            lanes._BY_NAME[step.name] = step
+    lanes._LANES.update(plan)
+    walls: dict[str, float] = {}
+    threads = [
+        lanes.threading.Thread(target=lanes.run_lane, args=(name, steps, {}, walls))
+        for name, steps in plan.items()
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    marks = (tmp_path / "marks").read_text().split()
+    return [(mark.split(":")[0], mark.split(":")[1]) for mark in marks]
+
+
+def _step(lanes: ModuleType, tmp_path: Path, name: str, seconds: float, **kw: object) -> object:
+    """A step that marks its start and end in tmp_path/marks and sleeps between them."""
+    code = (
+        "import sys, time; f = open(sys.argv[1], 'a'); f.write('start:%s\\n' % sys.argv[2]); "
+        "f.flush(); time.sleep(float(sys.argv[3])); f.write('end:%s\\n' % sys.argv[2])"
+    )
+    argv = [sys.executable, "-c", code, str(tmp_path / "marks"), name, str(seconds)]
+    return lanes.Step(name, argv, **kw)
+
+
+def test_an_alone_step_runs_after_every_suite_when_nothing_is_built(
+    lanes: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = {
+        "tools": [_step(lanes, tmp_path, "plane", 0.1, build=True)],
+        "a": [_step(lanes, tmp_path, "unit", 0.5), _step(lanes, tmp_path, "docs", 0.5)],
+        "b": [_step(lanes, tmp_path, "e2e", 1.0, needs=("plane",))],
+        "c": [_step(lanes, tmp_path, "chaos", 0.2, needs=("plane",), alone=True)],
+    }
+    events = _run_lanes(lanes, tmp_path, monkeypatch, plan)
+    assert events.index(("start", "chaos")) > max(
+        events.index(("end", name)) for name in ("unit", "docs", "e2e")
+    )
+    assert all(step.status == "passed" for steps in plan.values() for step in steps)
+
+
+def test_an_alone_step_runs_beside_builds_and_holds_the_suites_that_wait_for_them(
+    lanes: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # cold: the gateways take long to build; once the other suites are done, the alone
+    # step runs beside the build, and the suite that needed the build starts after it
+    plan = {
+        "tools": [
+            _step(lanes, tmp_path, "plane", 0.1, build=True),
+            _step(lanes, tmp_path, "gateways", 2.0, build=True),
+        ],
+        "a": [_step(lanes, tmp_path, "unit", 0.3)],
+        "b": [
+            _step(lanes, tmp_path, "e2e", 0.3, needs=("plane",)),
+            _step(lanes, tmp_path, "gateway", 0.2, needs=("gateways",)),
+        ],
+        "c": [_step(lanes, tmp_path, "chaos", 3.0, needs=("plane",), alone=True)],
+    }
+    events = _run_lanes(lanes, tmp_path, monkeypatch, plan)
+    start, end = events.index(("start", "chaos")), events.index(("end", "chaos"))
+    assert start > events.index(("end", "unit")) and start > events.index(("end", "e2e"))
+    assert start < events.index(("end", "gateways")) < end  # beside the build
+    assert events.index(("start", "gateway")) > end  # held until it ended
