@@ -40,6 +40,14 @@ from ome_routing.core.capacity import Window
 NORMAL = "Normal"
 WARNING = "Warning"
 
+#: The journal's Events: who writes them (a qualified name, as the API requires), the
+#: action, and the annotations that carry the home and both weights.
+REPORTING_CONTROLLER = "routing.ome-routing.io/placement-routing"
+ACTION = "UpdateWeight"
+ANNOTATION_HOME = "routing.ome-routing.io/home"
+ANNOTATION_PREVIOUS = "routing.ome-routing.io/previous-weight"
+ANNOTATION_WEIGHT = "routing.ome-routing.io/weight"
+
 
 class Cause(StrEnum):
     """Why a home's entry changed; the value is the Event's `reason`."""

@@ -41,18 +41,23 @@ from lightkube.types import PatchType
 
 from ome_routing.core.capacity import Window
 from ome_routing.core.eventseries import Bucket, Series
-from ome_routing.core.journal import Change, Evidence, changes, window_evidence
+from ome_routing.core.journal import (
+    ACTION,
+    ANNOTATION_HOME,
+    ANNOTATION_PREVIOUS,
+    ANNOTATION_WEIGHT,
+    REPORTING_CONTROLLER,
+    Change,
+    Evidence,
+    changes,
+    window_evidence,
+)
 from ome_routing.core.placement import PlacedHome
 from ome_routing.core.trafficmap import PollingState
 from ome_routing.kube.reconcile import Routed
 
 log = logging.getLogger("ome_routing.journal")
 
-REPORTING_CONTROLLER = "routing.ome-routing.io/placement-routing"
-ACTION = "UpdateWeight"
-ANNOTATION_HOME = "routing.ome-routing.io/home"
-ANNOTATION_PREVIOUS = "routing.ome-routing.io/previous-weight"
-ANNOTATION_WEIGHT = "routing.ome-routing.io/weight"
 #: how often `run` sends the series updates that waited for a token, and ends series
 FLUSH_SECONDS = 10.0
 #: client-go's `maxQueuedEvents`: writes queued beyond this are dropped
