@@ -74,6 +74,15 @@ def test_a_ceiling_that_falls_says_the_readings_that_set_it() -> None:
     assert change.type == NORMAL
 
 
+def test_allocated_is_told_with_a_ceiling_only_when_the_ceiling_does_not_explain_it() -> None:
+    """Admitted 4 -> 6 with a ceiling 8 -> 9 that caps neither side: both are told."""
+    change = one(
+        [an_entry(weight=2, allocated=4, ready=6, reported=8)],
+        [an_entry(weight=3, allocated=6, ready=6, reported=9)],
+    )
+    assert [r.text for r in change.reasons] == ["ceiling 8 -> 9", "allocated 4 -> 6"]
+
+
 def test_a_ceiling_that_rises_counts_the_readings_at_or_above_it() -> None:
     change = one(
         [an_entry(weight=1, allocated=1, ready=3, reported=1, source="Endpoint")],
@@ -117,7 +126,7 @@ def test_a_lost_ceiling_is_a_warning_with_the_fallback_reason_verbatim() -> None
         [an_entry(weight=1, allocated=1, reported=1, source="Endpoint")],
         [an_entry(weight=2, fallbackReason=reason)],
     )
-    assert change.note == f"worker-b weight 1 -> 2: ceiling 1 -> none: {reason}; allocated 1 -> 2"
+    assert change.note == f"worker-b weight 1 -> 2: ceiling 1 -> none: {reason}"
     assert change.reason is Cause.CAPACITY_FALLBACK
     assert change.type == WARNING
 

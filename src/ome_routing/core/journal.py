@@ -253,14 +253,27 @@ def _reasons(
         reasons.append(
             _reason(Cause.CAPACITY_SOURCE_CHANGED, old_cap.get("source"), new_cap.get("source"))
         )
+    ceiling_moved = old_ceiling != new_ceiling
     for key, cause in (("ready", Cause.READY_CHANGED), ("allocated", Cause.ALLOCATED_CHANGED)):
         before, after = int(old_cap.get(key) or 0), int(new_cap.get(key) or 0)
-        if before != after:
-            reasons.append(_reason(cause, before, after))
+        if before == after:
+            continue
+        if cause is Cause.ALLOCATED_CHANGED and ceiling_moved and _capped(old_cap, new_cap):
+            continue  # the ceiling's move says it: allocated is the admitted, capped
+        reasons.append(_reason(cause, before, after))
     old_factor, new_factor = old_cap.get("factor"), new_cap.get("factor")
     if old_factor != new_factor:
         reasons.append(_reason(Cause.FACTOR_CHANGED, old_factor or "1", new_factor or "1"))
     return reasons
+
+
+def _capped(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """A ceiling capped `allocated` before or after (or there is none on one side), so a
+    move of the ceiling explains the move of `allocated`."""
+    return any(
+        cap.get("reported") is None or cap.get("allocated", 0) == cap.get("reported")
+        for cap in (old, new)
+    )
 
 
 def _overrides(ids: Sequence[str]) -> str:

@@ -1,0 +1,254 @@
+"""The journal of weight changes on the local control plane (`routing.journal.enabled`).
+
+A reporter whose readings drop lowers a home's weight: the controller writes an
+`events.k8s.io/v1` Event on the TrafficMap with the cause in words, logs the same facts
+in one line, and `kubectl ome traffic history` prints it. With the journal off (the
+default) the same change writes no Event and no journal line. `history` of a map that
+does not exist names it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controller_harness import (
+    FAST_POLL,
+    ROUTING_ON,
+    ControllerProcess,
+    Reporter,
+    entry,
+    eventually,
+    get_map,
+    isvc_manifest,
+    kubectl,
+    place,
+)
+from kubectl_ome_harness import kubectl_ome, plugin_env
+from map_watch import settled
+
+from ome_routing.devcluster import LocalControlPlane
+
+__all__ = ["plugin_env"]  # fixture
+
+pytestmark = pytest.mark.timeout(120)
+
+JOURNAL_ON: dict[str, Any] = {
+    "ome": {
+        "multicluster": {
+            **ROUTING_ON["ome"]["multicluster"],
+            "config": {"routing": {"enabled": True, "journal": {"enabled": True}}},
+        }
+    }
+}
+#: the note when worker-b's ceiling falls from 2 to 1 (quorum 2): the window holds two or
+#: three readings of 1 when the reconcile reads it, as one more poll may have landed
+DROP_NOTE = re.compile(
+    r"^worker-b weight 2 -> 1: ceiling 2 -> 1 after [23] readings of 1 \(quorum 2\)$"
+)
+
+
+@pytest.fixture
+async def reporters() -> AsyncIterator[dict[str, Reporter]]:
+    started = {
+        "worker-a": await Reporter(servable=3).start(),
+        "worker-b": await Reporter(servable=2).start(),
+    }
+    try:
+        yield started
+    finally:
+        for reporter in started.values():
+            await reporter.stop()
+
+
+@pytest.fixture
+async def controllers() -> AsyncIterator[list[ControllerProcess]]:
+    running: list[ControllerProcess] = []
+    try:
+        yield running
+    finally:
+        for process in running:
+            await process.stop()
+
+
+async def weights(plane: LocalControlPlane, namespace: str) -> dict[str, int] | None:
+    tmap = await get_map(plane, "svc", namespace)
+    if not settled(tmap) or not (tmap or {}).get("spec", {}).get("entries"):
+        return None
+    assert tmap is not None
+    return {e["cluster"]: entry(tmap, e["cluster"])["weight"] for e in tmap["spec"]["entries"]}
+
+
+async def journal_events(plane: LocalControlPlane, namespace: str) -> list[dict[str, Any]]:
+    listed = await kubectl(plane, "get", "events.events.k8s.io", "-n", namespace, "-o", "json")
+    items: list[dict[str, Any]] = json.loads(listed.stdout)["items"]
+    return [
+        e
+        for e in items
+        if e.get("reportingController") == "routing.ome-routing.io/placement-routing"
+    ]
+
+
+async def drop_worker_b(
+    plane: LocalControlPlane,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+    workdir: Path,
+    config: dict[str, Any],
+) -> ControllerProcess:
+    """Route `svc` on both reporters (admitted 3: weights 3:2), then drop worker-b to 1."""
+    manifest = isvc_manifest("svc", namespace, FAST_POLL)
+    await kubectl(plane, "apply", "-f", "-", input=manifest)
+    homes = {c: r.url for c, r in reporters.items()}
+    await place(plane, "svc", namespace, homes, admitted=3, ready=3)
+    process = ControllerProcess(
+        plane.kubeconfig, config, workdir, lease=f"lease-{uuid.uuid4().hex[:8]}"
+    )
+    controllers.append(process.start())
+    await process.wait_started()
+
+    async def split(expected: dict[str, int]) -> dict[str, int] | None:
+        found = await weights(plane, namespace)
+        return found if found == expected else None
+
+    await eventually(lambda: split({"worker-a": 3, "worker-b": 2}), what="weights 3:2")
+    reporters["worker-b"].servable = 1
+    await eventually(lambda: split({"worker-a": 3, "worker-b": 1}), what="weights 3:1")
+    return process
+
+
+async def test_a_dropped_reading_is_journalled_and_history_prints_it(
+    control_plane: LocalControlPlane,
+    tmp_path: Path,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+    plugin_env: dict[str, str],
+) -> None:
+    process = await drop_worker_b(
+        control_plane, namespace, reporters, controllers, tmp_path, JOURNAL_ON
+    )
+    tmap = await get_map(control_plane, "svc", namespace)
+    assert tmap is not None
+
+    async def dropped() -> dict[str, Any] | None:
+        for event in await journal_events(control_plane, namespace):
+            if event["reason"] == "CeilingChanged" and event["note"].startswith(
+                "worker-b weight 2"
+            ):
+                return event
+        return None
+
+    event = await eventually(dropped, what="the Event of worker-b's drop")
+    assert DROP_NOTE.match(event["note"]), event["note"]
+    assert event["type"] == "Normal"
+    assert event["action"] == "UpdateWeight"
+    assert event["regarding"] == {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "TrafficMap",
+        "namespace": namespace,
+        "name": "svc",
+        "uid": tmap["metadata"]["uid"],
+    }
+    assert event["reportingInstance"].startswith("placement-routing-")
+    annotations = event["metadata"]["annotations"]
+    assert (
+        annotations["routing.ome-routing.io/home"],
+        annotations["routing.ome-routing.io/previous-weight"],
+        annotations["routing.ome-routing.io/weight"],
+    ) == ("worker-b", "2", "1")
+    # the first write of the map journals its homes as added
+    added = sorted(
+        e["note"]
+        for e in await journal_events(control_plane, namespace)
+        if e["reason"] == "HomeAdded"
+    )
+    assert [re.sub(r"-> \d+:", "-> N:", note) for note in added] == [
+        "worker-a weight none -> N: home added",
+        "worker-b weight none -> N: home added",
+    ]
+    # the same facts in one log line
+    line = next(
+        logged
+        for logged in process.log.splitlines()
+        if "trafficmap entry changed" in logged and event["note"] in logged
+    )
+    fields = json.loads(line.split("\t")[-1])
+    assert fields | {"note": ""} == {
+        "trafficmap": f"{namespace}/svc",
+        "home": "worker-b",
+        "previousWeight": 2,
+        "weight": 1,
+        "reason": "CeilingChanged",
+        "type": "Normal",
+        "note": "",
+        "event": "created",
+    }
+
+    history = await asyncio.to_thread(
+        kubectl_ome, control_plane, plugin_env, "traffic", "history", "svc", "-n", namespace
+    )
+    assert history.returncode == 0, history.stderr
+    lines = history.stdout.splitlines()
+    assert lines[0].split() == [
+        "TIME",
+        "LAST",
+        "SEEN",
+        "COUNT",
+        "TYPE",
+        "REASON",
+        "HOME",
+        "WEIGHT",
+        "CAUSE",
+    ]
+    drop_row = next(row for row in lines if "CeilingChanged" in row and "2 -> 1" in row)
+    assert re.search(
+        r"\s1\s+Normal\s+CeilingChanged\s+worker-b\s+2 -> 1\s+ceiling 2 -> 1 after [23] readings of 1 \(quorum 2\)$",
+        drop_row,
+    ), drop_row
+    assert lines.index(drop_row) > max(i for i, row in enumerate(lines) if "HomeAdded" in row)
+
+    as_json = await asyncio.to_thread(
+        kubectl_ome,
+        control_plane,
+        plugin_env,
+        "traffic",
+        "history",
+        "svc",
+        "-n",
+        namespace,
+        "-o",
+        "json",
+    )
+    changes = json.loads(as_json.stdout)["changes"]
+    assert [c["reason"] for c in changes][:2] == ["HomeAdded", "HomeAdded"]
+    assert any(DROP_NOTE.match(c["note"]) for c in changes)
+
+    missing = await asyncio.to_thread(
+        kubectl_ome, control_plane, plugin_env, "traffic", "history", "nope", "-n", namespace
+    )
+    assert missing.returncode == 1
+    assert missing.stderr == f"error: get trafficmaps {namespace}/nope: NotFound\n"
+
+
+async def test_without_the_journal_a_change_writes_no_event(
+    control_plane: LocalControlPlane,
+    tmp_path: Path,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+) -> None:
+    process = await drop_worker_b(
+        control_plane, namespace, reporters, controllers, tmp_path, ROUTING_ON
+    )
+    # the journal decides and logs in the reconcile that writes the spec, before its status;
+    # the weights above were read with that status landed
+    assert "trafficmap entry changed" not in process.log
+    assert await journal_events(control_plane, namespace) == []
