@@ -12,116 +12,25 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_harness import (
-    FAST_POLL,
-    ROUTING_ON,
-    ControllerProcess,
-    Reporter,
-    entry,
-    eventually,
-    get_map,
-    isvc_manifest,
-    kubectl,
-    place,
-)
+from controller_harness import ROUTING_ON, ControllerProcess, Reporter, eventually, get_map
+from journal_harness import JOURNAL_ON, controllers, drop_worker_b, journal_events, reporters
 from kubectl_ome_harness import kubectl_ome, plugin_env
-from map_watch import settled
 
 from ome_routing.devcluster import LocalControlPlane
 
-__all__ = ["plugin_env"]  # fixture
+__all__ = ["controllers", "plugin_env", "reporters"]  # fixtures
 
 pytestmark = pytest.mark.timeout(120)
 
-JOURNAL_ON: dict[str, Any] = {
-    "ome": {
-        "multicluster": {
-            **ROUTING_ON["ome"]["multicluster"],
-            "config": {"routing": {"enabled": True, "journal": {"enabled": True}}},
-        }
-    }
-}
 #: the note when worker-b's ceiling falls from 2 to 1 (quorum 2): the window holds two or
 #: three readings of 1 when the reconcile reads it, as one more poll may have landed
 DROP_NOTE = re.compile(
     r"^worker-b weight 2 -> 1: ceiling 2 -> 1 after [23] readings of 1 \(quorum 2\)$"
 )
-
-
-@pytest.fixture
-async def reporters() -> AsyncIterator[dict[str, Reporter]]:
-    started = {
-        "worker-a": await Reporter(servable=3).start(),
-        "worker-b": await Reporter(servable=2).start(),
-    }
-    try:
-        yield started
-    finally:
-        for reporter in started.values():
-            await reporter.stop()
-
-
-@pytest.fixture
-async def controllers() -> AsyncIterator[list[ControllerProcess]]:
-    running: list[ControllerProcess] = []
-    try:
-        yield running
-    finally:
-        for process in running:
-            await process.stop()
-
-
-async def weights(plane: LocalControlPlane, namespace: str) -> dict[str, int] | None:
-    tmap = await get_map(plane, "svc", namespace)
-    if not settled(tmap) or not (tmap or {}).get("spec", {}).get("entries"):
-        return None
-    assert tmap is not None
-    return {e["cluster"]: entry(tmap, e["cluster"])["weight"] for e in tmap["spec"]["entries"]}
-
-
-async def journal_events(plane: LocalControlPlane, namespace: str) -> list[dict[str, Any]]:
-    listed = await kubectl(plane, "get", "events.events.k8s.io", "-n", namespace, "-o", "json")
-    items: list[dict[str, Any]] = json.loads(listed.stdout)["items"]
-    return [
-        e
-        for e in items
-        if e.get("reportingController") == "routing.ome-routing.io/placement-routing"
-    ]
-
-
-async def drop_worker_b(
-    plane: LocalControlPlane,
-    namespace: str,
-    reporters: dict[str, Reporter],
-    controllers: list[ControllerProcess],
-    workdir: Path,
-    config: dict[str, Any],
-) -> ControllerProcess:
-    """Route `svc` on both reporters (admitted 3: weights 3:2), then drop worker-b to 1."""
-    manifest = isvc_manifest("svc", namespace, FAST_POLL)
-    await kubectl(plane, "apply", "-f", "-", input=manifest)
-    homes = {c: r.url for c, r in reporters.items()}
-    await place(plane, "svc", namespace, homes, admitted=3, ready=3)
-    process = ControllerProcess(
-        plane.kubeconfig, config, workdir, lease=f"lease-{uuid.uuid4().hex[:8]}"
-    )
-    controllers.append(process.start())
-    await process.wait_started()
-
-    async def split(expected: dict[str, int]) -> dict[str, int] | None:
-        found = await weights(plane, namespace)
-        return found if found == expected else None
-
-    await eventually(lambda: split({"worker-a": 3, "worker-b": 2}), what="weights 3:2")
-    reporters["worker-b"].servable = 1
-    await eventually(lambda: split({"worker-a": 3, "worker-b": 1}), what="weights 3:1")
-    return process
 
 
 async def test_a_dropped_reading_is_journalled_and_history_prints_it(
