@@ -92,15 +92,24 @@ async def route_on_two_homes(
     controllers: list[ControllerProcess],
     workdir: Path,
     config: dict[str, Any],
+    *,
+    kubeconfig: Path | None = None,
+    lease: str | None = None,
+    controller_namespace: str = "default",
 ) -> ControllerProcess:
     """Route `svc` (the fast poll) on both reporters, admitted 3, and start a controller
-    with `config`; returns once the weights are 3:2 (worker-b reporting 2)."""
+    with `config` (as `kubeconfig`'s user, the admin's by default); returns once the
+    weights are 3:2 (worker-b reporting 2)."""
     manifest = isvc_manifest("svc", namespace, FAST_POLL)
     await kubectl(plane, "apply", "-f", "-", input=manifest)
     homes = {c: r.url for c, r in reporters.items()}
     await place(plane, "svc", namespace, homes, admitted=3, ready=3)
     process = ControllerProcess(
-        plane.kubeconfig, config, workdir, lease=f"lease-{uuid.uuid4().hex[:8]}"
+        kubeconfig or plane.kubeconfig,
+        config,
+        workdir,
+        lease=lease or f"lease-{uuid.uuid4().hex[:8]}",
+        namespace=controller_namespace,
     )
     controllers.append(process.start())
     await process.wait_started()

@@ -4,7 +4,8 @@ A reporter whose readings drop lowers a home's weight: the controller writes an
 `events.k8s.io/v1` Event on the TrafficMap with the cause in words, logs the same facts
 in one line, and `kubectl ome traffic history` prints it. With the journal off (the
 default) the same change writes no Event and no journal line. `history` of a map that
-does not exist names it.
+does not exist names it. An Event write the API server refuses (the controller's
+ServiceAccount without the journal's grant) is logged, and the weights still move.
 """
 
 from __future__ import annotations
@@ -12,14 +13,32 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_harness import ROUTING_ON, ControllerProcess, Reporter, eventually, get_map
-from journal_harness import JOURNAL_ON, controllers, drop_worker_b, journal_events, reporters
+from controller_harness import (
+    ROUTING_ON,
+    ControllerProcess,
+    Reporter,
+    eventually,
+    get_map,
+    kubectl,
+)
+from journal_harness import (
+    JOURNAL_ON,
+    controllers,
+    drop_worker_b,
+    journal_events,
+    reporters,
+    route_on_two_homes,
+    split,
+)
 from kubectl_ome_harness import kubectl_ome, plugin_env
+from test_rbac import chart_rbac, service_account_token, token_kubeconfig
 
+from ome_routing.cli.controller import LEASE_NAME
 from ome_routing.devcluster import LocalControlPlane
 
 __all__ = ["controllers", "plugin_env", "reporters"]  # fixtures
@@ -161,3 +180,47 @@ async def test_without_the_journal_a_change_writes_no_event(
     # the weights above were read with that status landed
     assert "trafficmap entry changed" not in process.log
     assert await journal_events(control_plane, namespace) == []
+
+
+async def test_a_refused_event_is_logged_and_the_weights_still_move(
+    control_plane: LocalControlPlane,
+    tmp_path: Path,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+) -> None:
+    """The chart's RBAC rendered without `journal.enabled` grants nothing on Events: the
+    controller, run as its ServiceAccount with the journal on, is refused every Event."""
+    release = f"ome-journal-{uuid.uuid4().hex[:6]}"
+    await kubectl(control_plane, "create", "namespace", release)
+    rbac = chart_rbac(control_plane, release)
+    await kubectl(control_plane, "apply", "-f", "-", input=rbac)
+    try:
+        token = await service_account_token(control_plane, release)
+        config = token_kubeconfig(control_plane, token, tmp_path / "controller.kubeconfig")
+        process = await route_on_two_homes(
+            control_plane, namespace, reporters, controllers, tmp_path, JOURNAL_ON,
+            kubeconfig=config, lease=LEASE_NAME, controller_namespace=release,
+        )  # fmt: skip
+        reporters["worker-b"].servable = 1
+        await eventually(
+            lambda: split(control_plane, namespace, {"worker-a": 3, "worker-b": 1}),
+            what="weights 3:1 with every Event refused",
+        )
+
+        async def refused() -> str | None:
+            lines = [
+                line
+                for line in process.log.splitlines()
+                if "journal event not written" in line and "worker-b weight 2 -> 1" in line
+            ]
+            return lines[0] if lines else None
+
+        line = await eventually(refused, what="the refused Event in the log")
+        assert '"error": "403 Forbidden: ' in line, line
+        assert await journal_events(control_plane, namespace) == []
+    finally:
+        for running in controllers:
+            await running.stop()  # releases the Lease before its Role goes
+        await kubectl(control_plane, "delete", "-f", "-", input=rbac, check=False)
+        await kubectl(control_plane, "delete", "namespace", release, "--wait=false", check=False)
