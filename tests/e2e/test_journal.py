@@ -5,12 +5,14 @@ A reporter whose readings drop lowers a home's weight: the controller writes an
 in one line, and `kubectl ome traffic history` prints it. With the journal off (the
 default) the same change writes no Event and no journal line. `history` of a map that
 does not exist names it. An Event write the API server refuses (the controller's
-ServiceAccount without the journal's grant) is logged, and the weights still move.
+ServiceAccount without the journal's grant) is logged, and the weights still move; a
+repeat of an Event the API server no longer holds creates it again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import uuid
@@ -224,3 +226,55 @@ async def test_a_refused_event_is_logged_and_the_weights_still_move(
             await running.stop()  # releases the Lease before its Role goes
         await kubectl(control_plane, "delete", "-f", "-", input=rbac, check=False)
         await kubectl(control_plane, "delete", "namespace", release, "--wait=false", check=False)
+
+
+async def test_a_repeat_of_an_event_the_api_server_let_go_creates_it_again(
+    control_plane: LocalControlPlane,
+    tmp_path: Path,
+    namespace: str,
+    reporters: dict[str, Reporter],
+    controllers: list[ControllerProcess],
+) -> None:
+    """The drop's Event is deleted (as `--event-ttl` would); the next drop within the
+    series window updates a series that is gone (404) and so creates it again, with its
+    first time and its count."""
+    await drop_worker_b(control_plane, namespace, reporters, controllers, tmp_path, JOURNAL_ON)
+
+    async def drops() -> list[dict[str, Any]] | None:
+        found = [
+            e for e in await journal_events(control_plane, namespace) if DROP_NOTE.match(e["note"])
+        ]
+        return found or None
+
+    deleted = await eventually(drops, what="the drop's Event")
+    for event in deleted:
+        await kubectl(
+            control_plane,
+            "delete",
+            "events.events.k8s.io",
+            event["metadata"]["name"],
+            "-n",
+            namespace,
+        )
+    deleted_at = max(e["eventTime"] for e in deleted)
+    names = {e["metadata"]["name"] for e in deleted}
+
+    async def recreated() -> dict[str, Any] | None:
+        for event in await drops() or ():
+            again = event["metadata"]["name"] not in names and event["eventTime"] <= deleted_at
+            if again and (event.get("series") or {}).get("count", 1) >= 2:
+                return event
+        return None
+
+    # the note counts 2 or 3 readings: flap until a drop repeats one of the deleted notes
+    for _ in range(6):
+        reporters["worker-b"].servable = 2
+        await eventually(lambda: split(control_plane, namespace, {"worker-a": 3, "worker-b": 2}))
+        reporters["worker-b"].servable = 1
+        await eventually(lambda: split(control_plane, namespace, {"worker-a": 3, "worker-b": 1}))
+        with contextlib.suppress(AssertionError):
+            event = await eventually(recreated, timeout=5, what="the drop's Event created again")
+            break
+    else:
+        raise AssertionError(f"no drop's Event created again; now {await drops()}")
+    assert event["note"] in {e["note"] for e in deleted}
