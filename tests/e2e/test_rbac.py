@@ -62,6 +62,8 @@ EVERY_GRANT = (
     "ome.multicluster.config.endpoint.gatewayBackend.hostnameEndpointSlices=true",
     "--set",
     "ome.multicluster.config.endpoint.gatewayBackend.tls.enabled=true",
+    "--set",
+    "journal.enabled=true",
 )
 
 #: grants that no request of the controller uses, each reviewed
@@ -296,6 +298,7 @@ async def test_the_chart_grants_no_verb_the_controller_never_uses(
                 "tls": {"enabled": True, "wellKnownCACertificates": "System"},
             },
         )
+        config["ome"]["multicluster"]["config"]["routing"]["journal"] = {"enabled": True}
         await scene.kubectl(
             "create", "configmap", CHART_CONFIGMAP, "-n", release,
             f"--from-literal={CONFIGMAP_KEY}={yaml.safe_dump(config)}",
@@ -307,7 +310,7 @@ async def test_the_chart_grants_no_verb_the_controller_never_uses(
             wrap=without_config_file,
         ).start()  # fmt: skip
         await process.wait_started(timeout=60)
-        await exercise(scene)
+        await exercise(scene, audit_log, username)
         await an_orphan_is_checked_live(scene, audit_log, username)
         assert "forbidden" not in process.log.lower(), process.log
     finally:
@@ -324,7 +327,11 @@ async def test_the_chart_grants_no_verb_the_controller_never_uses(
     assert set(REASONED) <= grants, "a reviewed grant the chart no longer makes"
 
 
-async def exercise(scene: Scene) -> None:
+async def journal_patched(audit_log: Path, username: str) -> bool:
+    return ("events.k8s.io", "events", "patch") in exercised(audit_log, username)
+
+
+async def exercise(scene: Scene, audit_log: Path, username: str) -> None:
     """Route and publish a service, move its weights, repair what was changed behind the
     controller's back, withdraw it, and stop routing it: every kind of write."""
     host = {"ome.io/global-host": "chat.global.example.com"}
@@ -348,6 +355,17 @@ async def exercise(scene: Scene) -> None:
         return left.strip() == ""
 
     await eventually(repaired, 60, "the publisher to repair the changed objects")
+    # the journal: worker-a's weight 2 -> 1 -> 2 again within the series window, so its
+    # second rise updates the first one's Event (create, then patch)
+    for ready, split in (
+        ({"worker-a": 1, "worker-b": 1}, [1, 1]),
+        ({"worker-a": 2, "worker-b": 1}, [2, 1]),
+    ):
+        await scene.place("chat", ready)
+        await scene.weights("chat", split)
+    await eventually(
+        lambda: journal_patched(audit_log, username), 60, "the journal to update a series"
+    )
     await scene.kubectl(
         "annotate", "inferenceservice", "chat", "-n", scene.namespace, "ome.io/global-host-"
     )

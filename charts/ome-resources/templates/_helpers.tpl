@@ -89,6 +89,9 @@ missing one was removed on purpose: it is written as null, and the controller re
 {{- end -}}
 {{- include "ome-resources.pollTrustFiles" (dict "trust" (default dict .Values.pollTrust) "observer" $observer) -}}
 {{- $_ := set $routing "observer" $observer -}}
+{{- if (.Values.journal).enabled -}}
+{{- $_ := set $routing "journal" (dict "enabled" true) -}}
+{{- end -}}
 {{- $_ := set $config "routing" $routing -}}
 {{- $_ := set $mc "config" $config -}}
 {{- toYaml $mc -}}

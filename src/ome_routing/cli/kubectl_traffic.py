@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from ome_routing.cli import kubectl_history
 from ome_routing.cli.kubectl_api import Api, ApiFailure, KubeconfigError, object_path
 from ome_routing.cli.kubectl_common import (
     CliError,
@@ -346,3 +347,7 @@ def _send(api: Api, path: str, plan: actions.ActionPlan, deadline: float) -> Non
             raise PatchConflict(actions.CONFLICT) from None
         raise _read_failure(failure) from None
     actions.check_response(body, plan)
+
+
+# not OME's: the journal of weight changes (`routing.journal.enabled`)
+traffic.add_command(kubectl_history.history)

@@ -69,6 +69,7 @@ from ome_routing.core.fields import (
     show,
 )
 from ome_routing.core.hosttemplate import HostTemplateError
+from ome_routing.core.journalrules import read_journal
 from ome_routing.core.pollrules import (
     CHART_CAPACITY_FIELD,
     CapacityPolicy,
@@ -146,6 +147,9 @@ class OperatorConfig:
     #: client certificate, bearer token, allowed and denied addresses); all off by default,
     #: which is OME's behaviour. Their files are read by `observer.trust`.
     trust: TrustSettings = field(default_factory=TrustSettings)
+    #: Not OME: `routing.journal.enabled`, an Event on the TrafficMap for each change of
+    #: a home's weight (`core.journalrules`); off by default, which is OME's behaviour.
+    journal: bool = False
 
     @property
     def routing_active(self) -> bool:
@@ -237,6 +241,7 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
         publisher=loaded.publisher,
         resync_interval=resync,
         endpoint=loaded.endpoint,
+        journal=read_journal(block),
     )
 
 

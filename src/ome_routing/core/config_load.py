@@ -38,6 +38,7 @@ from ome_routing.core.fields import (
     read_string_map,
     unknown_fields,
 )
+from ome_routing.core.journalrules import JOURNAL_FIELD, JOURNAL_KEYS
 from ome_routing.core.pollrules import (
     CAPACITY_FIELDS,
     CHART_CAPACITY_FIELD,
@@ -60,7 +61,8 @@ DEFAULT_RESYNC_INTERVAL = Duration(MINUTE)
 _KNOWN_KEYS: dict[str, tuple[str, ...]] = {
     "multicluster": ("enabled", "role", "config"),
     "": ("workloadCluster", "placement", "endpoint", "routing"),
-    "routing": ("enabled", "observer", "probe", "capacity", "publisher"),
+    "routing": ("enabled", "observer", "probe", "capacity", "publisher", "journal"),
+    JOURNAL_FIELD: JOURNAL_KEYS,
     OBSERVER_FIELD: (
         "maxConcurrentReconciles",
         "maxConcurrentRequests",
@@ -106,7 +108,7 @@ def unknown_key_warnings(multicluster: Mapping[str, Any]) -> tuple[str, ...]:
     routing = config.get("routing") if isinstance(config, Mapping) else None
     visit(routing, "routing", "routing.")
     if isinstance(routing, Mapping):
-        for name in ("observer", "capacity", "probe", "publisher"):
+        for name in ("observer", "capacity", "probe", "publisher", "journal"):
             level = f"routing.{name}"
             visit(routing.get(name), level, f"{level}.")
     return tuple(lines)

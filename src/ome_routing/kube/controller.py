@@ -44,6 +44,7 @@ from ome_routing.kube.caches import SharedCaches
 from ome_routing.kube.homes import HomeKey as HomeKey
 from ome_routing.kube.homes import ServiceKey
 from ome_routing.kube.homes import home_keys as home_keys
+from ome_routing.kube.journal import Journal
 from ome_routing.kube.mapwrites import Conflict, MapWrites
 from ome_routing.kube.mapwrites import StaleSnapshot as StaleSnapshot
 from ome_routing.kube.pollmetrics import PollMetrics
@@ -120,6 +121,8 @@ class Controller:
         self._isvcs: Informer | None = None
         self._maps: Informer | None = None
         self._writes: MapWrites | None = None
+        #: the journal of weight changes (`routing.journal.enabled`; not OME's), else None
+        self._journal: Journal | None = None
         self.synced = asyncio.Event()
 
     def _listen(self, caches: SharedCaches) -> None:
@@ -162,6 +165,9 @@ class Controller:
             self._hold_existing_homes()
             await observer.start()
             await prober.start()  # after `_hold_existing_homes`: their first probes spread
+            if self._config.journal:
+                self._journal = Journal(self._client, self._clock)
+                tasks.append(asyncio.create_task(self._journal.run(), name="journal"))
             for _ in range(limits.max_concurrent_reconciles):
                 tasks.append(asyncio.create_task(self._worker(), name="reconcile"))
             tasks.append(asyncio.create_task(self._resync(), name="resync"))
@@ -302,6 +308,7 @@ class Controller:
             # so a stale snapshot writes neither the spec nor the status
             await writes.fence_plan(key, isvc)
         if tmap is None or tmap.get("spec") != spec:
+            previous = ((tmap or {}).get("spec") or {}).get("entries") or []
             if tmap is None:
                 tmap = await writes.create(key, routed.uid, spec)
                 operation = "created"
@@ -317,6 +324,9 @@ class Controller:
                     "homes": len(spec.get("entries") or ()),
                 },
             )
+            if self._journal is not None:
+                windows = {cluster: observer.window(home) for cluster, home in homes.items()}
+                self._journal.written(tmap, previous, routed, windows)
         await writes.status(key, tmap, routed.uid, reconcile.routed_conditions(view))
         self._metrics.set_fallback_homes(
             namespace, name, view.fallback_homes if routed.poll is not None else None
