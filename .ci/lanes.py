@@ -13,8 +13,8 @@ so suites in different lanes share nothing but the tool cache, whose builds are 
 The lanes (see docs/developing.md, "CI times"):
 
 - pure: `make check`, unit, integration, fuzz and the compiled run (no tools needed), then
-  bench (the control plane and the gateways; gateway group), then docs and chart (the
-  control plane and promtool).
+  soak (the control plane), then bench (the control plane and the gateways; gateway
+  group), then docs and chart (the control plane and promtool).
 - tools: the Go tools, niced, one set at a time in the order the suites need them (the
   cache has one lock, so two builds never run at once anyway): the control plane, as root
   the node's binaries, the gateways, promtool, then `dev tools` for all (a cache hit). When
@@ -150,6 +150,8 @@ def plan() -> dict[str, list[Step]]:
             pytest_step("integration", "tests/integration"),
             pytest_step("fuzz", "tests/fuzz"),
             Step("compiled", ["make", "--no-print-directory", "test-compiled"], pytest=True),
+            # a 5-minute run on the control plane (cold, it fills the wait for the gateways)
+            pytest_step("soak", "tests/soak", needs=plane),
             # the benches use the control plane and the gateways (not promtool), so on a
             # cold machine they run while promtool is built, then docs and chart
             pytest_step("bench", "tests/bench", needs=gateways, exclusive="gateway"),
