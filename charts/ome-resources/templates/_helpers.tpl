@@ -89,6 +89,10 @@ missing one was removed on purpose: it is written as null, and the controller re
 {{- end -}}
 {{- include "ome-resources.pollTrustFiles" (dict "trust" (default dict .Values.pollTrust) "observer" $observer) -}}
 {{- $_ := set $routing "observer" $observer -}}
+{{- if .Values.shadowRouting -}}
+{{- /* Not OME: the chart-wide shadow routing policy (docs/routing-changes.md) */ -}}
+{{- $_ := set $routing "shadow" .Values.shadowRouting -}}
+{{- end -}}
 {{- $_ := set $config "routing" $routing -}}
 {{- $_ := set $mc "config" $config -}}
 {{- toYaml $mc -}}

@@ -146,6 +146,10 @@ class OperatorConfig:
     #: client certificate, bearer token, allowed and denied addresses); all off by default,
     #: which is OME's behaviour. Their files are read by `observer.trust`.
     trust: TrustSettings = field(default_factory=TrustSettings)
+    #: Not OME: `routing.shadow` (the chart's `shadowRouting`), a candidate `spec.routing`
+    #: that every service without its own shadow annotation is also judged by, never
+    #: published (`core.shadow`). Off (None) by default, as an empty block is.
+    shadow: Mapping[str, Any] | None = None
 
     @property
     def routing_active(self) -> bool:
@@ -237,6 +241,7 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
         publisher=loaded.publisher,
         resync_interval=resync,
         endpoint=loaded.endpoint,
+        shadow=loaded.shadow or None,
     )
 
 

@@ -60,7 +60,7 @@ DEFAULT_RESYNC_INTERVAL = Duration(MINUTE)
 _KNOWN_KEYS: dict[str, tuple[str, ...]] = {
     "multicluster": ("enabled", "role", "config"),
     "": ("workloadCluster", "placement", "endpoint", "routing"),
-    "routing": ("enabled", "observer", "probe", "capacity", "publisher"),
+    "routing": ("enabled", "observer", "probe", "capacity", "publisher", "shadow"),
     OBSERVER_FIELD: (
         "maxConcurrentReconciles",
         "maxConcurrentRequests",
@@ -182,6 +182,8 @@ class Loaded:
     endpoint: EndpointConfig
     #: `routing.observer` as written, for our transport settings (`core.trustrules`)
     observer_block: object = None
+    #: Not OME: `routing.shadow`, the chart-wide shadow policy (`core.shadow`), as written
+    shadow: Mapping[str, Any] | None = None
 
 
 def load_blocks(block: Mapping[str, Any]) -> Loaded:
@@ -227,4 +229,5 @@ def load_blocks(block: Mapping[str, Any]) -> Loaded:
         resync_text,
         endpoint,
         routing.get("observer"),
+        _raw_block(routing.get("shadow"), "routing.shadow"),
     )

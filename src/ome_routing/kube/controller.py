@@ -50,6 +50,7 @@ from ome_routing.kube.pollmetrics import PollMetrics
 from ome_routing.kube.probing import ProbeTargets
 from ome_routing.kube.reconcile import Frozen, NotOurs, Routed, Unrouted
 from ome_routing.kube.resources import InferenceService
+from ome_routing.kube.shadowing import ShadowMaps
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
@@ -120,6 +121,8 @@ class Controller:
         self._isvcs: Informer | None = None
         self._maps: Informer | None = None
         self._writes: MapWrites | None = None
+        #: the shadow policies' maps (`kube.shadowing`): no request without a shadow
+        self._shadows = ShadowMaps(client, config, metrics, clock)
         self.synced = asyncio.Event()
 
     def _listen(self, caches: SharedCaches) -> None:
@@ -265,6 +268,7 @@ class Controller:
             self._sync_homes(key, None)
             self._forget_probes(key)
             self._metrics.forget_map(namespace, name)
+            self._shadows.drop(key)
             if decision.problem is not None:
                 raise Refused(decision.problem, "skipped")
             if decision.delete_map and tmap is not None:
@@ -323,6 +327,9 @@ class Controller:
         )
         self._metrics.set_gated_homes(
             namespace, name, self._probes.gated(probes) if routed.probe is not None else None
+        )
+        await self._shadows.sync(
+            key, isvc, routed, view, lambda c: observer.window(homes[c]), probes, tmap
         )
         return "ok"
 

@@ -48,6 +48,7 @@ from datetime import datetime
 
 from ome_routing.core.capacity import (
     Verdict,
+    Window,
     empty_window,
     judge,
     record_and_judge,
@@ -152,6 +153,11 @@ class Observer(Dispatcher):
         """The home's verdict as last judged, or None for a home the observer does not hold."""
         home = self._homes.get(key)
         return home.verdict if home is not None else None
+
+    def window(self, key: HomeKey) -> Window | None:
+        """The home's window as last recorded (for a shadow policy to read), or None."""
+        home = self._homes.get(key)
+        return home.window if home is not None else None
 
     def keys(self) -> list[HomeKey]:
         return list(self._homes)
