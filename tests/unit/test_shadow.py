@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.unit.builders import a_window, at, polled
 
 from ome_routing.core.capacity import Verdict, Window
 from ome_routing.core.config import ConfigError, OperatorConfig, config_from_values
@@ -35,7 +36,6 @@ from ome_routing.core.shadow import (
 )
 from ome_routing.kube import reconcile, shadowing
 from ome_routing.kube.reconcile import Routed
-from tests.unit.builders import a_window, at, polled
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 UID = "0f8e2c1a-5b7d-4e39-9c61-2d4a8b3f7e10"
@@ -141,7 +141,9 @@ class TestWhereTheShadowComesFrom:
 
     def test_the_shadows_blocks_take_the_place_of_the_services_and_null_removes_one(self) -> None:
         live = {"capacity": {"path": "/a"}, "capacityFactors": {"worker-a": "2"}}
-        source = ShadowSource(ANNOTATION_FIELD, {"capacity": {"path": "/b"}, "capacityFactors": None})
+        source = ShadowSource(
+            ANNOTATION_FIELD, {"capacity": {"path": "/b"}, "capacityFactors": None}
+        )
         assert candidate_routing(live, source) == {"capacity": {"path": "/b"}}
 
 
@@ -202,14 +204,14 @@ class TestTheShadowsCeiling:
     def test_a_samples_above_the_live_window_sees_only_what_live_keeps(self) -> None:
         live = polled(a_window(samples=2, quorum=2, max_age="60s"), 3, 3, 3)
         judged = shadow_verdict(live, a_poll(samples=4, quorum=3, maxAge="60s"), at(20))
-        assert judged == Verdict(
-            None, "capacity report awaiting quorum (2/3 accepted samples)"
-        )
+        assert judged == Verdict(None, "capacity report awaiting quorum (2/3 accepted samples)")
 
     def test_its_own_max_age_ages_the_live_readings(self) -> None:
         live = polled(a_window(samples=4, quorum=1, max_age="60s"), 3, 3)
         judged = shadow_verdict(live, a_poll(quorum=1, maxAge="15s", period="5s"), at(30))
-        assert judged == Verdict(None, "capacity report is stale (at least configured maximum age 15s)")
+        assert judged == Verdict(
+            None, "capacity report is stale (at least configured maximum age 15s)"
+        )
 
     def test_a_failed_live_poll_fails_the_shadow_with_the_same_reason(self) -> None:
         from ome_routing.core.capacity import record_failure
@@ -390,4 +392,3 @@ def test_the_isvc_builder_is_not_shared() -> None:
     second = copy.deepcopy(first)
     first["spec"]["routing"]["capacity"]["quorum"] = 9
     assert second != first
-
