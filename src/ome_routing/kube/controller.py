@@ -328,9 +328,12 @@ class Controller:
         self._metrics.set_gated_homes(
             namespace, name, self._probes.gated(probes) if routed.probe is not None else None
         )
-        await self._shadows.sync(
+        shadowed = await self._shadows.sync(
             key, isvc, routed, view, lambda c: observer.window(homes[c]), probes, tmap
         )
+        if shadowed and routed.poll is not None:
+            # a poll that moves no live verdict wakes nothing, and the shadow reads each one
+            self._queue.add_after(key, routed.poll.period.seconds)
         return "ok"
 
     def _forget_probes(self, key: ServiceKey) -> None:

@@ -8,6 +8,8 @@ reconciled:
   placement, the drains, the live windows' readings (`core.shadow.shadow_verdict`) and
   the live probe states, and compares the two tables home by home. It reads the live
   view and never changes it: the live table is built before, and without, the shadow.
+- The controller judges a shadowed service again one live `period` after each reconcile:
+  a poll that moves no live verdict wakes no reconcile, and the shadow reads every poll.
 - `ShadowMaps.sync` writes the result as a `ShadowTrafficMap` of the same name
   (`routing.ome-routing.io/v1alpha1`), controlled by the TrafficMap so that it goes with
   it, by server-side apply through the controller's fenced client, only when its content
@@ -193,8 +195,9 @@ class ShadowMaps:
         windows: Callable[[str], Window | None],
         probes: ProbeStates | None,
         tmap: RawObject,
-    ) -> None:
-        """Judge the service's shadow and keep its ShadowTrafficMap in line."""
+    ) -> bool:
+        """Judge the service's shadow and keep its ShadowTrafficMap in line; whether it has
+        a usable shadow (to be judged again after the next poll)."""
         try:
             result = evaluate(isvc, routed, live, windows, probes, self._config, self._clock())
         except ShadowError as err:
@@ -209,7 +212,7 @@ class ShadowMaps:
             self._logged.pop(key, None)
         if result is None:
             await self.forget(key)
-            return
+            return False
         self._metrics.shadow_divergence.set(key[0], key[1], result.divergent)
         body = shadow_body(key[0], key[1], tmap, result)
         content = _content(body)
@@ -220,7 +223,7 @@ class ShadowMaps:
                 if stored is not None:
                     held = self._held[key] = (str(meta(stored).get("uid")), _content(stored))
             if held is not None and held[1] == content:
-                return
+                return True
             written = await self._client.patch(
                 ShadowTrafficMap,
                 key[1],
@@ -236,7 +239,7 @@ class ShadowMaps:
                 "write ShadowTrafficMap",
                 extra={"isvc": f"{key[0]}/{key[1]}", "error": err.status.message},
             )
-            return
+            return True
         self._metrics.writes.labels(kind="shadow").inc()
         stored = raw(written)
         self._held[key] = (str(meta(stored).get("uid")), _content(stored))
@@ -248,6 +251,7 @@ class ShadowMaps:
                 "divergentHomes": result.divergent,
             },
         )
+        return True
 
     def drop(self, key: ServiceKey) -> None:
         """The TrafficMap is gone or going (its ShadowTrafficMap goes with it): forget both."""
