@@ -60,7 +60,7 @@ DEFAULT_RESYNC_INTERVAL = Duration(MINUTE)
 _KNOWN_KEYS: dict[str, tuple[str, ...]] = {
     "multicluster": ("enabled", "role", "config"),
     "": ("workloadCluster", "placement", "endpoint", "routing"),
-    "routing": ("enabled", "observer", "probe", "capacity", "publisher", "shadow"),
+    "routing": ("enabled", "observer", "probe", "capacity", "publisher"),
     OBSERVER_FIELD: (
         "maxConcurrentReconciles",
         "maxConcurrentRequests",
@@ -74,6 +74,13 @@ _KNOWN_KEYS: dict[str, tuple[str, ...]] = {
     PUBLISHER_FIELD: ("name", "resyncInterval", "options"),
     "endpoint": ENDPOINT_KEYS,
     "endpoint.gatewayBackend": GATEWAY_BACKEND_KEYS,
+}
+
+
+#: Our own keys (not OME's) at a level: never warned about, and left out of the warning's
+#: list of known keys, so that the line is OME's as long as none is set.
+_OUR_KEYS: dict[str, tuple[str, ...]] = {
+    "routing": ("shadow",),
 }
 
 
@@ -93,7 +100,7 @@ def unknown_key_warnings(multicluster: Mapping[str, Any]) -> tuple[str, ...]:
         if not isinstance(block, Mapping):
             return
         known = _KNOWN_KEYS[level]
-        for key in unknown_fields(block, known):
+        for key in unknown_fields(block, (*known, *_OUR_KEYS.get(level, ()))):
             lines.append(unknown_setting(f"{path}{key}", known))
 
     visit(multicluster, "multicluster", "multicluster.")
