@@ -62,7 +62,7 @@ def test_by_default_there_is_no_shadow_key_crd_or_grant(render: Render) -> None:
 def test_the_crd_and_exactly_the_verbs_used_come_with_install(render: Render) -> None:
     docs = render(ROUTING_ON, {"crds": {"shadowTrafficMap": {"install": True}}})
     assert CRD in crd_names(docs)
-    assert [rule["verbs"] for rule in shadow_rules(docs)] == [["get", "patch", "delete"]]
+    assert [rule["verbs"] for rule in shadow_rules(docs)] == [["get", "create", "patch", "delete"]]
 
 
 def test_shadow_routing_is_rendered_as_routing_shadow_and_passes_the_controllers_check(

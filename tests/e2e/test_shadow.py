@@ -154,14 +154,20 @@ def ceilings(tmap: dict[str, Any] | None) -> dict[str, Any]:
 def stable(document: dict[str, Any] | None, name: str, ports: dict[str, str]) -> str:
     """A live object as the controller wrote it, the service's name (and the backend names
     hashed from it) and its reporters' ports taken out: its spec, and its conditions
-    without their times."""
+    without their times, by type."""
     assert document is not None
     body: dict[str, Any] = {"spec": document["spec"]}
     conditions = (document.get("status") or {}).get("conditions") or []
-    body["conditions"] = [
-        {k: v for k, v in c.items() if k not in ("lastTransitionTime", "observedGeneration")}
-        for c in conditions
-    ]
+    # sorted by type: their order in the list follows which of the map's two writers (the
+    # routing controller and the publisher) wrote first after the map was created, a race
+    # with or without a shadow
+    body["conditions"] = sorted(
+        (
+            {k: v for k, v in c.items() if k not in ("lastTransitionTime", "observedGeneration")}
+            for c in conditions
+        ),
+        key=lambda c: str(c["type"]),
+    )
     text = json.dumps(body, sort_keys=True).replace(name, "NAME")
     for port, cluster in ports.items():  # each service has its own reporters
         text = text.replace(f"localhost:{port}", f"localhost:{cluster}")
@@ -175,11 +181,13 @@ async def settled(scene: Scene, reporters: Reporters, expected: dict[str, int]) 
     their names. Fails (times out) if they never are the same; the writes are
     asynchronous, so the two are compared once both have settled."""
     last: dict[str, tuple[str, str]] = {}
+    seen: dict[str, tuple[dict[str, Any], bool]] = {}
 
     async def both() -> tuple[str, str] | None:
         for name in ("plain", "tried"):
             tmap = await get_map(scene.plane, name, scene.namespace)
             route = await scene.get("httproute", f"{name}-global")
+            seen[name] = (ceilings(tmap), route is not None)
             if ceilings(tmap) != expected or route is None:
                 return None
             weights = [r["weight"] for r in route["spec"]["rules"][0]["backendRefs"]]
@@ -194,6 +202,8 @@ async def settled(scene: Scene, reporters: Reporters, expected: dict[str, int]) 
     except AssertionError:
         for name, (tmap_text, route_text) in last.items():
             print(name, tmap_text, route_text, sep="\n")
+        print("ceilings and routes seen last:", seen)
+        print(scene.controllers[0].log[-3000:])
         raise
 
 

@@ -12,8 +12,8 @@ reconciled:
   a poll that moves no live verdict wakes no reconcile, and the shadow reads every poll.
 - `ShadowMaps.sync` writes the result as a `ShadowTrafficMap` of the same name
   (`routing.ome-routing.io/v1alpha1`), controlled by the TrafficMap so that it goes with
-  it, by server-side apply through the controller's fenced client, only when its content
-  changed; it deletes it (with the UID precondition) when the shadow is removed or cannot
+  it, through the controller's fenced client, only when its content changed (created,
+  then server-side applied); it deletes it (with the UID precondition) when the shadow is removed or cannot
   be used, and sets `ome_routing_shadow_divergent_homes`.
 
 A shadow that cannot be used is logged once per message (`shadow routing policy
@@ -185,6 +185,8 @@ class ShadowMaps:
         self._held: dict[ServiceKey, tuple[str, tuple[Any, Any]]] = {}
         #: key -> the last error logged, so that a bad shadow is logged once per message
         self._logged: dict[ServiceKey, str] = {}
+        #: key -> the last write error logged, likewise
+        self._write_errors: dict[ServiceKey, str] = {}
 
     async def sync(
         self,
@@ -224,22 +226,33 @@ class ShadowMaps:
                     held = self._held[key] = (str(meta(stored).get("uid")), _content(stored))
             if held is not None and held[1] == content:
                 return True
-            written = await self._client.patch(
-                ShadowTrafficMap,
-                key[1],
-                body,
-                namespace=key[0],
-                patch_type=PatchType.APPLY,
-                field_manager=FIELD_MANAGER,
-                force=True,
-            )
+            if held is None:
+                # a create, not an apply that creates: RBAC asks for `create` on an apply
+                # that creates, and the audit log shows it as `patch`
+                written = await self._client.create(
+                    ShadowTrafficMap.from_dict(body), field_manager=FIELD_MANAGER
+                )
+            else:
+                written = await self._client.patch(
+                    ShadowTrafficMap,
+                    key[1],
+                    body,
+                    namespace=key[0],
+                    patch_type=PatchType.APPLY,
+                    field_manager=FIELD_MANAGER,
+                    force=True,
+                )
         except ApiError as err:
             self._held.pop(key, None)
-            log.error(
-                "write ShadowTrafficMap",
-                extra={"isvc": f"{key[0]}/{key[1]}", "error": err.status.message},
-            )
+            message = str(err.status.message)
+            if self._write_errors.get(key) != message:  # once per message: it is retried often
+                self._write_errors[key] = message
+                log.error(
+                    "write ShadowTrafficMap",
+                    extra={"isvc": f"{key[0]}/{key[1]}", "error": message},
+                )
             return True
+        self._write_errors.pop(key, None)
         self._metrics.writes.labels(kind="shadow").inc()
         stored = raw(written)
         self._held[key] = (str(meta(stored).get("uid")), _content(stored))
@@ -258,6 +271,7 @@ class ShadowMaps:
         self._metrics.shadow_divergence.remove(key[0], key[1])
         self._held.pop(key, None)
         self._logged.pop(key, None)
+        self._write_errors.pop(key, None)
 
     async def forget(self, key: ServiceKey) -> None:
         """The service has no usable shadow now: delete the map this process holds for it."""
