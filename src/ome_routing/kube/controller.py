@@ -329,7 +329,13 @@ class Controller:
             namespace, name, self._probes.gated(probes) if routed.probe is not None else None
         )
         shadowed = await self._shadows.sync(
-            key, isvc, routed, view, lambda c: observer.window(homes[c]), probes, tmap
+            key,
+            isvc,
+            routed,
+            view,
+            lambda c: observer.window(homes[c]) if c in homes else None,
+            probes,
+            tmap,
         )
         if shadowed and routed.poll is not None:
             # a poll that moves no live verdict wakes nothing, and the shadow reads each one
