@@ -183,6 +183,46 @@ class LoopHistogram(Histogram):
         return tuple(samples)
 
 
+class ShadowDivergence(Collector):
+    """Not OME's: homes whose shadow share differs from the live one, by namespace.
+
+    Held per map (set at each reconcile of a service with a shadow, removed when it has
+    none), written out summed by namespace: the `BUDGET_NAMESPACES` namespaces with the
+    most divergent homes, the rest summed as `OTHER_NAMESPACES`. No series without a
+    shadow.
+    """
+
+    def __init__(self, registry: CollectorRegistry, limit: int = BUDGET_NAMESPACES) -> None:
+        self._limit = limit
+        self._values: dict[tuple[str, str], int] = {}
+        registry.register(self)
+
+    def set(self, namespace: str, name: str, divergent: int) -> None:
+        self._values[(namespace, name)] = divergent
+
+    def remove(self, namespace: str, name: str) -> None:
+        self._values.pop((namespace, name), None)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "ome_routing_shadow_divergent_homes",
+            "Homes whose share under the shadow routing policy differs from the live one, "
+            f"by the namespace of the InferenceService (the {self._limit} namespaces with "
+            f'the most; the rest summed as namespace="{OTHER_NAMESPACES}").',
+            labels=["namespace"],
+        )
+        totals: dict[str, int] = {}
+        for (namespace, _name), divergent in list(self._values.items()):
+            totals[namespace] = totals.get(namespace, 0) + divergent
+        ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+        for namespace, divergent in ranked[: self._limit]:
+            family.add_metric([namespace], divergent)
+        rest = ranked[self._limit :]
+        if rest:
+            family.add_metric([OTHER_NAMESPACES], sum(item[1] for item in rest))
+        yield family
+
+
 class RoutingMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -255,6 +295,7 @@ class RoutingMetrics:
             ["namespace", "trafficmap", "publisher"],
             self.registry,
         )
+        self.shadow_divergence = ShadowDivergence(self.registry)
         self.leader = Gauge(
             "ome_routing_leader",
             "1 while this replica holds the leader Lease.",

@@ -92,6 +92,10 @@ missing one was removed on purpose: it is written as null, and the controller re
 {{- if (.Values.journal).enabled -}}
 {{- $_ := set $routing "journal" (dict "enabled" true) -}}
 {{- end -}}
+{{- if .Values.shadowRouting -}}
+{{- /* Not OME: the chart-wide shadow routing policy (docs/routing-changes.md) */ -}}
+{{- $_ := set $routing "shadow" .Values.shadowRouting -}}
+{{- end -}}
 {{- $_ := set $config "routing" $routing -}}
 {{- $_ := set $mc "config" $config -}}
 {{- toYaml $mc -}}

@@ -54,6 +54,7 @@ from ome_routing.core.config import (
 from ome_routing.core.durations import Duration
 from ome_routing.core.endpoint import BUILTIN_PUBLISHER
 from ome_routing.core.report import FORMAT_REPORT
+from ome_routing.core.shadow import checked_config
 from ome_routing.kube.caches import SharedCaches
 from ome_routing.kube.controller import Controller
 from ome_routing.kube.fencing import FencedClient
@@ -96,8 +97,8 @@ def config_from_document(document: Any, source: str) -> OperatorConfig:
     if not isinstance(document, dict):
         raise StartupError(f"read operator config: {source} must hold a YAML mapping")
     if "ome" in document:
-        return config_from_values(document)
-    return config_from_multicluster(document)
+        return checked_config(config_from_values(document))
+    return checked_config(config_from_multicluster(document))
 
 
 def _load_yaml(text: str, source: str) -> Any:

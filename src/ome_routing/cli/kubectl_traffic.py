@@ -29,6 +29,7 @@ from ome_routing.cli.kubectl_common import (
     now,
     print_report,
 )
+from ome_routing.cli.kubectl_shadow import diff_command
 from ome_routing.core.names import dns1123_label_problems, dns1123_subdomain_problems
 from ome_routing.kubectl import (
     actions,
@@ -132,6 +133,9 @@ def _read_service(
     if not meta.get("uid"):
         raise CliError("returned inference service has no UID")
     return isvc
+
+
+traffic.add_command(diff_command)  # not OME's: a shadow routing policy beside the live map
 
 
 @traffic.command(name="status", help=STATUS_HELP)

@@ -36,6 +36,7 @@ from typing import IO, Any
 
 import click
 
+from ome_routing.cli import simulate_shadow
 from ome_routing.cli.params import DurationParam
 from ome_routing.core.allocation import Allocation, allocate
 from ome_routing.core.capacity import (
@@ -282,6 +283,13 @@ DURATION = DurationParam()
     default=None,
     help="The home's ready replicas, with --admitted; defaults to --admitted.",
 )
+@click.option(
+    "--shadow",
+    type=click.File("r", encoding="utf-8"),
+    default=None,
+    help="A shadow routing policy (YAML or JSON shaped like spec.routing) judged on the "
+    "same readings: each line also carries its fields (shadow) and whether they differ.",
+)
 def simulate(
     trace: IO[bytes],
     samples: int,
@@ -290,6 +298,7 @@ def simulate(
     max_age: Duration,
     admitted: int | None,
     ready: int | None,
+    shadow: IO[str] | None = None,
 ) -> None:
     """Replay a trace of capacity polls through one home's sample window.
 
@@ -298,13 +307,16 @@ def simulate(
     "error": "<failure reason>"}. Prints one JSON line per poll: at, ceiling and
     fallbackReason; with --admitted, also allocated, source, reported, and routable
     (the lower of allocated and --ready, which the weight counts). The poll's
-    convergence bounds go to stderr.
+    convergence bounds go to stderr. With --shadow, each line also carries the shadow
+    policy's fields (shadow) and whether they differ (differs), and a summary goes to
+    stderr.
     """
     errors, warnings = settings_problems(samples, quorum, period, max_age)
     if ready is not None and admitted is None:
         errors.append(f"--ready ({ready}) needs --admitted")
     if errors:
         raise click.UsageError("; ".join(errors))
+    shadow_poll = simulate_shadow.load(shadow) if shadow is not None else None
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     try:
@@ -316,5 +328,8 @@ def simulate(
     for line in describe(bounds(samples, quorum, period, max_age)):
         click.echo(f"convergence: {line}", err=True)
     settings = WindowSettings(samples=samples, quorum=quorum, max_age=max_age)
+    if shadow_poll is not None:
+        simulate_shadow.run(polls, settings, shadow_poll, admitted, ready)
+        return
     for step in simulate_polls(polls, settings, admitted, ready):
         click.echo(format_step(step))

@@ -26,6 +26,7 @@ from ome_routing.core.config import (
 )
 from ome_routing.core.convergence import bounds, describe
 from ome_routing.core.pollrules import CapacityPolicy, ObserverLimits
+from ome_routing.core.shadow import checked_config
 from ome_routing.core.trustrules import TrustSettings
 from ome_routing.observer.trust import TrustError, prepare
 
@@ -171,7 +172,7 @@ def validate_config(ctx: click.Context, files: tuple[IO[str], ...]) -> None:
     for stream in files:
         values = merge_values(values, _load(stream))
     try:
-        config = config_from_values(values)
+        config = checked_config(config_from_values(values))
         if config.routing_active:
             check_trust_files(config.trust)
     except ConfigError as err:

@@ -150,6 +150,10 @@ class OperatorConfig:
     #: Not OME: `routing.journal.enabled`, an Event on the TrafficMap for each change of
     #: a home's weight (`core.journalrules`); off by default, which is OME's behaviour.
     journal: bool = False
+    #: Not OME: `routing.shadow` (the chart's `shadowRouting`), a candidate `spec.routing`
+    #: that every service without its own shadow annotation is also judged by, never
+    #: published (`core.shadow`). Off (None) by default, as an empty block is.
+    shadow: Mapping[str, Any] | None = None
 
     @property
     def routing_active(self) -> bool:
@@ -242,6 +246,7 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
         resync_interval=resync,
         endpoint=loaded.endpoint,
         journal=read_journal(block),
+        shadow=loaded.shadow or None,
     )
 
 

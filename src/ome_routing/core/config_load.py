@@ -79,6 +79,13 @@ _KNOWN_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Our own keys (not OME's) at a level: never warned about, and left out of the warning's
+#: list of known keys, so that the line is OME's as long as none is set.
+_OUR_KEYS: dict[str, tuple[str, ...]] = {
+    "routing": ("shadow",),
+}
+
+
 def unknown_setting(path: str, known: tuple[str, ...]) -> str:
     """The warning for a key that is ignored."""
     return f"unknown multi-cluster setting {path} is ignored (known: {', '.join(known)})"
@@ -95,7 +102,7 @@ def unknown_key_warnings(multicluster: Mapping[str, Any]) -> tuple[str, ...]:
         if not isinstance(block, Mapping):
             return
         known = _KNOWN_KEYS[level]
-        for key in unknown_fields(block, known):
+        for key in unknown_fields(block, (*known, *_OUR_KEYS.get(level, ()))):
             lines.append(unknown_setting(f"{path}{key}", known))
 
     visit(multicluster, "multicluster", "multicluster.")
@@ -184,6 +191,8 @@ class Loaded:
     endpoint: EndpointConfig
     #: `routing.observer` as written, for our transport settings (`core.trustrules`)
     observer_block: object = None
+    #: Not OME: `routing.shadow`, the chart-wide shadow policy (`core.shadow`), as written
+    shadow: Mapping[str, Any] | None = None
 
 
 def load_blocks(block: Mapping[str, Any]) -> Loaded:
@@ -229,4 +238,5 @@ def load_blocks(block: Mapping[str, Any]) -> Loaded:
         resync_text,
         endpoint,
         routing.get("observer"),
+        _raw_block(routing.get("shadow"), "routing.shadow"),
     )

@@ -51,6 +51,7 @@ from ome_routing.kube.pollmetrics import PollMetrics
 from ome_routing.kube.probing import ProbeTargets
 from ome_routing.kube.reconcile import Frozen, NotOurs, Routed, Unrouted
 from ome_routing.kube.resources import InferenceService
+from ome_routing.kube.shadowing import ShadowMaps
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
@@ -123,6 +124,8 @@ class Controller:
         self._writes: MapWrites | None = None
         #: the journal of weight changes (`routing.journal.enabled`; not OME's), else None
         self._journal: Journal | None = None
+        #: the shadow policies' maps (`kube.shadowing`): no request without a shadow
+        self._shadows = ShadowMaps(client, config, metrics, clock)
         self.synced = asyncio.Event()
 
     def _listen(self, caches: SharedCaches) -> None:
@@ -271,6 +274,7 @@ class Controller:
             self._sync_homes(key, None)
             self._forget_probes(key)
             self._metrics.forget_map(namespace, name)
+            self._shadows.drop(key)
             if decision.problem is not None:
                 raise Refused(decision.problem, "skipped")
             if decision.delete_map and tmap is not None:
@@ -334,6 +338,18 @@ class Controller:
         self._metrics.set_gated_homes(
             namespace, name, self._probes.gated(probes) if routed.probe is not None else None
         )
+        shadowed = await self._shadows.sync(
+            key,
+            isvc,
+            routed,
+            view,
+            lambda c: observer.window(homes[c]) if c in homes else None,
+            probes,
+            tmap,
+        )
+        if shadowed and routed.poll is not None:
+            # a poll that moves no live verdict wakes nothing, and the shadow reads each one
+            self._queue.add_after(key, routed.poll.period.seconds)
         return "ok"
 
     def _forget_probes(self, key: ServiceKey) -> None:

@@ -155,7 +155,8 @@ class Observer(Dispatcher):
         return home.verdict if home is not None else None
 
     def window(self, key: HomeKey) -> Window | None:
-        """The home's window as last recorded (its readings, for the journal's words)."""
+        """The home's window as last recorded (its readings: for the journal's words and a
+        shadow policy to read), or None."""
         home = self._homes.get(key)
         return home.window if home is not None else None
 
