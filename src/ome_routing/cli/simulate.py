@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Any
@@ -37,6 +37,7 @@ from typing import IO, Any
 import click
 
 from ome_routing.cli.params import DurationParam
+from ome_routing.cli.simulate_ramp import ramp_fields
 from ome_routing.core.allocation import Allocation, allocate
 from ome_routing.core.capacity import (
     Verdict,
@@ -48,6 +49,7 @@ from ome_routing.core.capacity import (
 )
 from ome_routing.core.convergence import bounds, describe
 from ome_routing.core.durations import Duration, go_quote
+from ome_routing.core.ramps import MaxIncrease, RampSettingError, parse_max_increase
 from ome_routing.core.report import ReportError, format_rfc3339, parse_report, parse_rfc3339
 
 _DEFAULT_MIN_PERIOD = Duration.parse("1s")  # the chart's routing.observer.minPeriod
@@ -191,8 +193,8 @@ def gap_warnings(polls: list[Poll], period: Duration) -> list[str]:
     return warnings
 
 
-def format_step(step: Step) -> str:
-    """One output line: JSON, the TrafficMap entry's field names."""
+def format_step(step: Step, extra: Mapping[str, object] | None = None) -> str:
+    """One output line: JSON, the TrafficMap entry's field names (then `extra`'s)."""
     line: dict[str, object] = {
         "at": format_rfc3339(step.at),
         "ceiling": step.verdict.ceiling,
@@ -203,6 +205,7 @@ def format_step(step: Step) -> str:
         line["source"] = str(step.allocation.source)
         line["reported"] = step.allocation.reported
         line["routable"] = step.routable
+    line.update(extra or {})
     return json.dumps(line)
 
 
@@ -282,6 +285,20 @@ DURATION = DurationParam()
     default=None,
     help="The home's ready replicas, with --admitted; defaults to --admitted.",
 )
+@click.option(
+    "--max-increase-per-period",
+    "max_increase",
+    default=None,
+    help="A ramp (ours): the home's weight rises by at most this fraction (0, 1] of its "
+    "capacity per --period; prints weight and periodsLeft beside targetWeight. Needs --admitted.",
+)
+@click.option(
+    "--others",
+    type=click.IntRange(min=0),
+    default=None,
+    help="With --max-increase-per-period: the routable replicas of the service's other "
+    "homes, held steady; defaults to --admitted.",
+)
 def simulate(
     trace: IO[bytes],
     samples: int,
@@ -290,6 +307,8 @@ def simulate(
     max_age: Duration,
     admitted: int | None,
     ready: int | None,
+    max_increase: str | None = None,
+    others: int | None = None,
 ) -> None:
     """Replay a trace of capacity polls through one home's sample window.
 
@@ -303,6 +322,7 @@ def simulate(
     errors, warnings = settings_problems(samples, quorum, period, max_age)
     if ready is not None and admitted is None:
         errors.append(f"--ready ({ready}) needs --admitted")
+    ramp = ramp_option(max_increase, others, admitted, errors)
     if errors:
         raise click.UsageError("; ".join(errors))
     for warning in warnings:
@@ -316,5 +336,27 @@ def simulate(
     for line in describe(bounds(samples, quorum, period, max_age)):
         click.echo(f"convergence: {line}", err=True)
     settings = WindowSettings(samples=samples, quorum=quorum, max_age=max_age)
-    for step in simulate_polls(polls, settings, admitted, ready):
+    steps = simulate_polls(polls, settings, admitted, ready)
+    if ramp is not None and admitted is not None:
+        rest = admitted if others is None else others
+        for step, fields in ramp_fields(steps, ramp, rest, period):
+            click.echo(format_step(step, fields))
+        return
+    for step in steps:
         click.echo(format_step(step))
+
+
+def ramp_option(
+    text: str | None, others: int | None, admitted: int | None, errors: list[str]
+) -> MaxIncrease | None:
+    """`--max-increase-per-period` read as the annotation is; its errors join `errors`."""
+    if others is not None and text is None:
+        errors.append(f"--others ({others}) needs --max-increase-per-period")
+    try:
+        ramp = parse_max_increase(text, "--max-increase-per-period")
+    except RampSettingError as err:
+        errors.append(str(err))
+        return None
+    if ramp is not None and admitted is None:
+        errors.append(f"--max-increase-per-period ({text}) needs --admitted")
+    return ramp

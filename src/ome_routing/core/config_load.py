@@ -48,6 +48,7 @@ from ome_routing.core.pollrules import (
     read_poll,
 )
 from ome_routing.core.proberules import CHART_PROBE_FIELD, PROBE_FIELDS, ProbeFields, read_probe
+from ome_routing.core.ramps import RAMP_FIELDS
 from ome_routing.core.trustrules import TRUST_KEYS
 
 PUBLISHER_FIELD = "routing.publisher"
@@ -60,7 +61,7 @@ DEFAULT_RESYNC_INTERVAL = Duration(MINUTE)
 _KNOWN_KEYS: dict[str, tuple[str, ...]] = {
     "multicluster": ("enabled", "role", "config"),
     "": ("workloadCluster", "placement", "endpoint", "routing"),
-    "routing": ("enabled", "observer", "probe", "capacity", "publisher"),
+    "routing": ("enabled", "observer", "probe", "capacity", "publisher", "ramp"),
     OBSERVER_FIELD: (
         "maxConcurrentReconciles",
         "maxConcurrentRequests",
@@ -72,6 +73,7 @@ _KNOWN_KEYS: dict[str, tuple[str, ...]] = {
     CHART_CAPACITY_FIELD: CAPACITY_FIELDS,
     CHART_PROBE_FIELD: PROBE_FIELDS,
     PUBLISHER_FIELD: ("name", "resyncInterval", "options"),
+    "routing.ramp": RAMP_FIELDS,
     "endpoint": ENDPOINT_KEYS,
     "endpoint.gatewayBackend": GATEWAY_BACKEND_KEYS,
 }
@@ -106,7 +108,7 @@ def unknown_key_warnings(multicluster: Mapping[str, Any]) -> tuple[str, ...]:
     routing = config.get("routing") if isinstance(config, Mapping) else None
     visit(routing, "routing", "routing.")
     if isinstance(routing, Mapping):
-        for name in ("observer", "capacity", "probe", "publisher"):
+        for name in ("observer", "capacity", "probe", "publisher", "ramp"):
             level = f"routing.{name}"
             visit(routing.get(name), level, f"{level}.")
     return tuple(lines)
