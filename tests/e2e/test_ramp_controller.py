@@ -188,7 +188,7 @@ async def test_a_bad_annotation_is_logged_once_and_the_service_does_not_ramp(
     await scene.until_weights((1, 1))
     history = await scene.lose_and_recover_worker_b()
     back = await history.until(lambda v: weights(v) == (1, 1), "worker-b back")
-    assert [weights(v) for v in history.versions if weights(v) != (1, 0)][0] == (1, 1)
+    assert next(weights(v) for v in history.versions if weights(v) != (1, 0)) == (1, 1)
     assert "annotations" not in back["metadata"]
     await history.cancel()
     message = (
