@@ -21,6 +21,10 @@ controller checks it (`maxAge` must span `quorum` periods), and a gap between tw
 polls longer than `period` gets a warning on stderr: the controller would have polled
 in between, so the trace leaves out polls that would have counted.
 
+With `--max-increase-per-period F` (a ramp, ours: `core.ramps`), each line also carries the
+home's ramped weight beside its target, against `--others` steady replicas
+(`cli.simulate_ramp`).
+
 Errors: bad options are click usage errors naming the option and value; a bad trace
 line is a `TraceError` naming the line number and the problem, shown as a click error.
 """
@@ -316,7 +320,9 @@ def simulate(
     {"at": RFC3339, "servable": N, "observedAt": RFC3339}, or {"at": RFC3339,
     "error": "<failure reason>"}. Prints one JSON line per poll: at, ceiling and
     fallbackReason; with --admitted, also allocated, source, reported, and routable
-    (the lower of allocated and --ready, which the weight counts). The poll's
+    (the lower of allocated and --ready, which the weight counts). With
+    --max-increase-per-period (ours), also targetWeight, weight, othersTargetWeight,
+    othersWeight and periodsLeft: the ramped weights beside the targets. The poll's
     convergence bounds go to stderr.
     """
     errors, warnings = settings_problems(samples, quorum, period, max_age)
