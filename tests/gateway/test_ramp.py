@@ -29,7 +29,7 @@ from gw_clusters import ClusterServer, StartServers, home_host
 from gw_objects import eventually as until
 from gw_objects import split
 from gw_published import ISVC, controller_values, exact_split
-from lightkube import AsyncClient, KubeConfig
+from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 
 from ome_routing.core.report import parse_rfc3339
@@ -119,11 +119,21 @@ class Scene:
         self.maps.start(tmap["metadata"]["resourceVersion"])
         self.routes.start(route["metadata"]["resourceVersion"])
 
+    async def get_or_none(self, resource: Any, name: str) -> dict[str, Any]:
+        """The object, or {} while it does not exist yet."""
+        try:
+            return await self.get(resource, name)
+        except ApiError as err:
+            if err.status.code != 404:
+                raise
+            return {}
+
     async def weights_are(self, weights: tuple[int, ...]) -> None:
         """The map and the route carry `weights` (worker-a, worker-b)."""
-        await until(lambda: self.get(TrafficMap, ISVC), lambda m: map_weights(m) == weights, 60)
-        route = f"{ISVC}-global"
-        await until(lambda: self.get(HTTPRoute, route), lambda r: route_weights(r) == weights, 60)
+        tmap = lambda: self.get_or_none(TrafficMap, ISVC)  # noqa: E731
+        await until(tmap, lambda m: map_weights(m) == weights, 60)
+        route = lambda: self.get_or_none(HTTPRoute, f"{ISVC}-global")  # noqa: E731
+        await until(route, lambda r: route_weights(r) == weights, 60)
 
     async def traefik_serves(self, weights: dict[str, int]) -> None:
         """Traefik applies a new route after its provider throttle: a window of requests
