@@ -151,7 +151,8 @@ async def test_a_restart_in_the_middle_of_a_ramp_resumes_it(scene: Scene) -> Non
     last = await scene.until_weights((1, 1))
     await history.stop_after(last)
     steps = [f"{n / 5:g}" for n in range(0, 11)]  # 0, 0.2, ..., 2
-    assert ramped_of_b(history.versions) == steps[1:]
+    # (the status write of the drop may come after the watch starts: worker-b still at 0)
+    assert [r for r in ramped_of_b(history.versions) if r != "0"] == steps[1:]
     final = ramp_of(last)
     assert final is not None
     assert final["maxIncreasePerPeriod"] == "0.1"
