@@ -223,7 +223,8 @@ class TestUnusableValues:
         assert (code, out) == (0, STEP1_OUTPUT)
         assert err == (
             "unknown multi-cluster setting routing.observr is ignored (known: enabled, "
-            "observer, probe, capacity, publisher, journal)\n"
+            "observer, probe, capacity, publisher)
+"
         )
 
     def test_a_missing_file_is_a_usage_error(self, tmp_path: Path) -> None:

@@ -915,7 +915,7 @@ class TestUnknownKeys:
             (
                 values_with(capacityy={}),
                 "routing.capacityy is ignored (known: enabled, observer, probe, capacity, "
-                "publisher, journal)",
+                "publisher)",
             ),
             (
                 {"ome": {"multicluster": {"enabled": True, "config": {"routng": {}}}}},

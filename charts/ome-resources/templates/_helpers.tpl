@@ -96,9 +96,22 @@ missing one was removed on purpose: it is written as null, and the controller re
 {{- /* Not OME: the chart-wide shadow routing policy (docs/routing-changes.md) */ -}}
 {{- $_ := set $routing "shadow" .Values.shadowRouting -}}
 {{- end -}}
+{{- include "ome-resources.ramp" (dict "ramp" (default dict .Values.ramp) "routing" $routing) -}}
 {{- $_ := set $config "routing" $routing -}}
 {{- $_ := set $mc "config" $config -}}
 {{- toYaml $mc -}}
+{{- end -}}
+
+{{/*
+The chart's ramp (ours, off by default): ramp.maxIncreasePerPeriod, rendered as
+routing.ramp.maxIncreasePerPeriod only when set, so that a chart without it renders the
+same config as before.
+*/}}
+{{- define "ome-resources.ramp" -}}
+{{- $value := .ramp.maxIncreasePerPeriod -}}
+{{- if not (or (kindIs "invalid" $value) (eq (toString $value) "")) -}}
+{{- $_ := set .routing "ramp" (dict "maxIncreasePerPeriod" (toString $value)) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Where the pollTrust Secrets and ConfigMaps are mounted in the controller's pod. */}}

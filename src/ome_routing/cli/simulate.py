@@ -21,6 +21,10 @@ controller checks it (`maxAge` must span `quorum` periods), and a gap between tw
 polls longer than `period` gets a warning on stderr: the controller would have polled
 in between, so the trace leaves out polls that would have counted.
 
+With `--max-increase-per-period F` (a ramp, ours: `core.ramps`), each line also carries the
+home's ramped weight beside its target, against `--others` steady replicas
+(`cli.simulate_ramp`).
+
 Errors: bad options are click usage errors naming the option and value; a bad trace
 line is a `TraceError` naming the line number and the problem, shown as a click error.
 """
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Any
@@ -38,6 +42,7 @@ import click
 
 from ome_routing.cli import simulate_shadow
 from ome_routing.cli.params import DurationParam
+from ome_routing.cli.simulate_ramp import ramp_fields
 from ome_routing.core.allocation import Allocation, allocate
 from ome_routing.core.capacity import (
     Verdict,
@@ -49,6 +54,7 @@ from ome_routing.core.capacity import (
 )
 from ome_routing.core.convergence import bounds, describe
 from ome_routing.core.durations import Duration, go_quote
+from ome_routing.core.ramps import MaxIncrease, RampSettingError, parse_max_increase
 from ome_routing.core.report import ReportError, format_rfc3339, parse_report, parse_rfc3339
 
 _DEFAULT_MIN_PERIOD = Duration.parse("1s")  # the chart's routing.observer.minPeriod
@@ -192,8 +198,8 @@ def gap_warnings(polls: list[Poll], period: Duration) -> list[str]:
     return warnings
 
 
-def format_step(step: Step) -> str:
-    """One output line: JSON, the TrafficMap entry's field names."""
+def format_step(step: Step, extra: Mapping[str, object] | None = None) -> str:
+    """One output line: JSON, the TrafficMap entry's field names (then `extra`'s)."""
     line: dict[str, object] = {
         "at": format_rfc3339(step.at),
         "ceiling": step.verdict.ceiling,
@@ -204,6 +210,7 @@ def format_step(step: Step) -> str:
         line["source"] = str(step.allocation.source)
         line["reported"] = step.allocation.reported
         line["routable"] = step.routable
+    line.update(extra or {})
     return json.dumps(line)
 
 
@@ -290,6 +297,20 @@ DURATION = DurationParam()
     help="A shadow routing policy (YAML or JSON shaped like spec.routing) judged on the "
     "same readings: each line also carries its fields (shadow) and whether they differ.",
 )
+@click.option(
+    "--max-increase-per-period",
+    "max_increase",
+    default=None,
+    help="A ramp (ours): the home's weight rises by at most this fraction (0, 1] of its "
+    "capacity per --period; prints weight and periodsLeft beside targetWeight. Needs --admitted.",
+)
+@click.option(
+    "--others",
+    type=click.IntRange(min=0),
+    default=None,
+    help="With --max-increase-per-period: the routable replicas of the service's other "
+    "homes, held steady; defaults to --admitted.",
+)
 def simulate(
     trace: IO[bytes],
     samples: int,
@@ -299,6 +320,8 @@ def simulate(
     admitted: int | None,
     ready: int | None,
     shadow: IO[str] | None = None,
+    max_increase: str | None = None,
+    others: int | None = None,
 ) -> None:
     """Replay a trace of capacity polls through one home's sample window.
 
@@ -309,11 +332,16 @@ def simulate(
     (the lower of allocated and --ready, which the weight counts). The poll's
     convergence bounds go to stderr. With --shadow, each line also carries the shadow
     policy's fields (shadow) and whether they differ (differs), and a summary goes to
-    stderr.
+    stderr. With --max-increase-per-period (ours), also targetWeight, weight,
+    othersTargetWeight, othersWeight and periodsLeft: the ramped weights beside the
+    targets. The two options replay one trace each: they are not combined.
     """
     errors, warnings = settings_problems(samples, quorum, period, max_age)
     if ready is not None and admitted is None:
         errors.append(f"--ready ({ready}) needs --admitted")
+    ramp = ramp_option(max_increase, others, admitted, errors)
+    if shadow is not None and max_increase is not None:
+        errors.append("--shadow and --max-increase-per-period replay one trace each: use one")
     if errors:
         raise click.UsageError("; ".join(errors))
     shadow_poll = simulate_shadow.load(shadow) if shadow is not None else None
@@ -331,5 +359,27 @@ def simulate(
     if shadow_poll is not None:
         simulate_shadow.run(polls, settings, shadow_poll, admitted, ready)
         return
-    for step in simulate_polls(polls, settings, admitted, ready):
+    steps = simulate_polls(polls, settings, admitted, ready)
+    if ramp is not None and admitted is not None:
+        rest = admitted if others is None else others
+        for step, fields in ramp_fields(steps, ramp, rest, period):
+            click.echo(format_step(step, fields))
+        return
+    for step in steps:
         click.echo(format_step(step))
+
+
+def ramp_option(
+    text: str | None, others: int | None, admitted: int | None, errors: list[str]
+) -> MaxIncrease | None:
+    """`--max-increase-per-period` read as the annotation is; its errors join `errors`."""
+    if others is not None and text is None:
+        errors.append(f"--others ({others}) needs --max-increase-per-period")
+    try:
+        ramp = parse_max_increase(text, "--max-increase-per-period")
+    except RampSettingError as err:
+        errors.append(str(err))
+        return None
+    if ramp is not None and admitted is None:
+        errors.append(f"--max-increase-per-period ({text}) needs --admitted")
+    return ramp

@@ -83,6 +83,7 @@ from ome_routing.core.proberules import (
     probe_bounds_problem,
     probe_problem,
 )
+from ome_routing.core.ramps import MaxIncrease, RampSettingError, load_ramp
 from ome_routing.core.trustrules import TrustSettings, load_trust
 
 __all__ = [
@@ -154,6 +155,9 @@ class OperatorConfig:
     #: that every service without its own shadow annotation is also judged by, never
     #: published (`core.shadow`). Off (None) by default, as an empty block is.
     shadow: Mapping[str, Any] | None = None
+    #: Not OME: `routing.ramp.maxIncreasePerPeriod`, the chart-wide ramp (`core.ramps`);
+    #: None, the default, publishes every weight at once, as OME does.
+    ramp: MaxIncrease | None = None
 
     @property
     def routing_active(self) -> bool:
@@ -214,6 +218,7 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
     # Routing rules: the first failure wins.
     limits = check_observer(loaded.observer)
     trust = load_trust(loaded.observer_block)
+    ramp = _ramp(block)
     probe = loaded.probe_fields
     if probe.enabled:
         probe_error = probe_problem(probe) or probe_bounds_problem(probe, limits)
@@ -240,6 +245,7 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
         capacity=poll.policy() if poll.enabled else None,
         observer=limits,
         trust=trust,
+        ramp=ramp,
         probe=loaded.probe,
         probe_policy=probe.policy() if probe.enabled else None,
         publisher=loaded.publisher,
@@ -248,6 +254,16 @@ def _build(block: Mapping[str, Any]) -> OperatorConfig:
         journal=read_journal(block),
         shadow=loaded.shadow or None,
     )
+
+
+def _ramp(block: Mapping[str, Any]) -> MaxIncrease | None:
+    """`routing.ramp` (ours), checked with the routing rules."""
+    config = block.get("config")
+    routing = config.get("routing") if isinstance(config, Mapping) else None
+    try:
+        return load_ramp(routing.get("ramp") if isinstance(routing, Mapping) else None)
+    except RampSettingError as err:
+        raise invalid(str(err)) from None
 
 
 # OME resolves each workload cluster's Gateway to IP addresses for these slices; this

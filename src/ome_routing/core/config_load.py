@@ -49,6 +49,7 @@ from ome_routing.core.pollrules import (
     read_poll,
 )
 from ome_routing.core.proberules import CHART_PROBE_FIELD, PROBE_FIELDS, ProbeFields, read_probe
+from ome_routing.core.ramps import RAMP_FIELDS
 from ome_routing.core.trustrules import TRUST_KEYS
 
 PUBLISHER_FIELD = "routing.publisher"
@@ -61,7 +62,7 @@ DEFAULT_RESYNC_INTERVAL = Duration(MINUTE)
 _KNOWN_KEYS: dict[str, tuple[str, ...]] = {
     "multicluster": ("enabled", "role", "config"),
     "": ("workloadCluster", "placement", "endpoint", "routing"),
-    "routing": ("enabled", "observer", "probe", "capacity", "publisher", "journal"),
+    "routing": ("enabled", "observer", "probe", "capacity", "publisher"),
     JOURNAL_FIELD: JOURNAL_KEYS,
     OBSERVER_FIELD: (
         "maxConcurrentReconciles",
@@ -74,6 +75,7 @@ _KNOWN_KEYS: dict[str, tuple[str, ...]] = {
     CHART_CAPACITY_FIELD: CAPACITY_FIELDS,
     CHART_PROBE_FIELD: PROBE_FIELDS,
     PUBLISHER_FIELD: ("name", "resyncInterval", "options"),
+    "routing.ramp": RAMP_FIELDS,
     "endpoint": ENDPOINT_KEYS,
     "endpoint.gatewayBackend": GATEWAY_BACKEND_KEYS,
 }
@@ -82,7 +84,7 @@ _KNOWN_KEYS: dict[str, tuple[str, ...]] = {
 #: Our own keys (not OME's) at a level: never warned about, and left out of the warning's
 #: list of known keys, so that the line is OME's as long as none is set.
 _OUR_KEYS: dict[str, tuple[str, ...]] = {
-    "routing": ("shadow",),
+    "routing": ("shadow", "journal", "ramp"),
 }
 
 
@@ -115,7 +117,7 @@ def unknown_key_warnings(multicluster: Mapping[str, Any]) -> tuple[str, ...]:
     routing = config.get("routing") if isinstance(config, Mapping) else None
     visit(routing, "routing", "routing.")
     if isinstance(routing, Mapping):
-        for name in ("observer", "capacity", "probe", "publisher", "journal"):
+        for name in ("observer", "capacity", "probe", "publisher", "journal", "ramp"):
             level = f"routing.{name}"
             visit(routing.get(name), level, f"{level}.")
     return tuple(lines)

@@ -39,7 +39,7 @@ from typing import Any
 from lightkube import ApiError, AsyncClient
 
 from ome_routing.core.config import OperatorConfig
-from ome_routing.kube import reconcile
+from ome_routing.kube import ramping, reconcile
 from ome_routing.kube.caches import SharedCaches
 from ome_routing.kube.homes import HomeKey as HomeKey
 from ome_routing.kube.homes import ServiceKey
@@ -126,6 +126,7 @@ class Controller:
         self._journal: Journal | None = None
         #: the shadow policies' maps (`kube.shadowing`): no request without a shadow
         self._shadows = ShadowMaps(client, config, metrics, clock)
+        self._ramps = ramping.Ramps(config)
         self.synced = asyncio.Event()
 
     def _listen(self, caches: SharedCaches) -> None:
@@ -304,20 +305,27 @@ class Controller:
         assert self._probes is not None
         probes = self._probes.sync(key, routed, tmap)
         view = reconcile.build_view(routed, verdicts, probes)
+        # ours, opt-in: the ramped weights, last (the conditions stay the targets')
+        ramp = self._ramps.apply(key, isvc, tmap, routed, view, self._clock())
+        view = ramp.view
         spec = reconcile.desired_spec(name, routed, view)
+        marks = ramp.annotation_patch(tmap)
         writes = self._writes
         assert writes is not None
         if routed.placement.plan_id:
             # OME's fence runs on every pass with a plan ID (inside its CreateOrUpdate),
             # so a stale snapshot writes neither the spec nor the status
             await writes.fence_plan(key, isvc)
+        if tmap is not None and tmap.get("spec") == spec and marks:
+            tmap = await writes.patch_spec(key, ramping.annotations_only(tmap, marks))
         if tmap is None or tmap.get("spec") != spec:
             previous = ((tmap or {}).get("spec") or {}).get("entries") or []
             if tmap is None:
-                tmap = await writes.create(key, routed.uid, spec)
+                tmap = await writes.create(key, routed.uid, spec, marks)
                 operation = "created"
             else:
-                tmap = await writes.patch_spec(key, reconcile.spec_patch(tmap, spec))
+                patch = ramping.with_annotations(reconcile.spec_patch(tmap, spec), marks)
+                tmap = await writes.patch_spec(key, patch)
                 operation = "updated"
             log.info(
                 "trafficmap generated",
@@ -350,6 +358,8 @@ class Controller:
         if shadowed and routed.poll is not None:
             # a poll that moves no live verdict wakes nothing, and the shadow reads each one
             self._queue.add_after(key, routed.poll.period.seconds)
+        if ramp.requeue_after is not None:  # the ramp's next step
+            self._queue.add_after(key, ramp.requeue_after)
         return "ok"
 
     def _forget_probes(self, key: ServiceKey) -> None:

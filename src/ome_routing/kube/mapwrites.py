@@ -98,8 +98,17 @@ class MapWrites:
         if live is None or not same_snapshot(isvc, live):
             raise StaleSnapshot(STALE_SNAPSHOT)
 
-    async def create(self, key: ServiceKey, uid: str, spec: Mapping[str, Any]) -> RawObject:
+    async def create(
+        self,
+        key: ServiceKey,
+        uid: str,
+        spec: Mapping[str, Any],
+        annotations: Mapping[str, Any] | None = None,
+    ) -> RawObject:
         body = reconcile.new_map(key[0], key[1], uid, spec)
+        marks = {k: v for k, v in (annotations or {}).items() if v is not None}
+        if marks:  # ours (a ramp's); OME's maps carry none
+            body["metadata"]["annotations"] = marks
         return await self._send(
             "create", self._client.create(TrafficMap.from_dict(body), field_manager=FIELD_MANAGER)
         )
