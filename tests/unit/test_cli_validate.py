@@ -223,8 +223,7 @@ class TestUnusableValues:
         assert (code, out) == (0, STEP1_OUTPUT)
         assert err == (
             "unknown multi-cluster setting routing.observr is ignored (known: enabled, "
-            "observer, probe, capacity, publisher)
-"
+            "observer, probe, capacity, publisher)\n"
         )
 
     def test_a_missing_file_is_a_usage_error(self, tmp_path: Path) -> None:
