@@ -22,7 +22,8 @@ The lanes (see docs/developing.md, "CI times"):
 - node: as root, the image first (cached, niced), then tests/image and tests/node: the
   longest suite, mostly waiting for pods; it runs in a network namespace of its own, so it
   shares no port with the gateways.
-- kube: tests/e2e, then tests/gateway (gateway group).
+- kube: the first half of tests/e2e (every other file, in name order).
+- gateway: the second half of tests/e2e, then tests/gateway (gateway group).
 - chaos: tests/chaos, alone: it starts once every other lane is done or waits for a build,
   and no other suite starts while it runs (only the niced builds go on beside it). Warm,
   that is after every other suite; cold, it runs while the gateways or promtool are still
@@ -130,6 +131,7 @@ def plan() -> dict[str, list[Step]]:
     # (a cache hit: whatever `dev tools` finds besides, such as Envoy).
     plane = ("tools-control-plane",)
     gateways = (*plane, "tools-gateways")
+    e2e = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests" / "e2e").glob("test_*.py"))
     node_tools: list[Step] = []
     image_build: list[Step] = []
     if ROOT:
@@ -174,8 +176,11 @@ def plan() -> dict[str, list[Step]]:
             pytest_step("image", "tests/image", needs=plane),
             pytest_step("node", "tests/node", needs=("node-tools",) if ROOT else plane),
         ],
-        "kube": [
-            pytest_step("e2e", "tests/e2e", needs=plane),
+        # tests/e2e in two halves, each with its own control plane: its time is mostly
+        # waiting for polls and Leases, and one half alone was the longest lane
+        "kube": [pytest_step("e2e-1", *e2e[0::2], needs=plane)],
+        "gateway": [
+            pytest_step("e2e-2", *e2e[1::2], needs=plane),
             pytest_step("gateway", "tests/gateway", needs=("tools-gateways",), exclusive="gateway"),
         ],
         # alone (`_enter`): its fencing tests run on 8 s Leases and its hostile scenario
