@@ -134,7 +134,11 @@ async def test_shadow_ramp_and_journal_on_one_service(
     of_b = [" ".join(row[4:10]) for row in rows if row[5:6] == ["worker-b"]]
     # oldest first: the fall (the ceiling at quorum), then the ramp's last step back to 2
     fall = of_b.index("CeilingChanged worker-b 2 -> 1 ceiling")
-    assert any(" worker-b 1 -> 2 " in row for row in of_b[fall + 1 :]), history.stdout
+    assert any(row.startswith("CeilingChanged worker-b 1 ceiling") for row in of_b[fall + 1 :]), (
+        history.stdout
+    )  # the ceiling is back, the ramp holds the weight: RampStep's words
+    assert "RampDone worker-b 1 -> 2 ramp" in of_b[fall + 1 :], history.stdout
+    assert "ramping to its target weight" in history.stdout, history.stdout
     # never a jump from 3:1 straight to 3:2: the halfway step (2:1) was published between,
     # worker-a's weight going 3 -> 2 -> 3 around it
     of_a = [" ".join(row[5:9]) for row in rows if row[5:6] == ["worker-a"]]

@@ -213,6 +213,56 @@ def test_a_weight_moved_only_by_the_other_homes_is_rebalanced() -> None:
     assert found["worker-a"].reason is Cause.REBALANCED
 
 
+def test_a_ceiling_that_rises_under_a_ramp_says_the_ramp_holds_the_weight() -> None:
+    """worker-b's ceiling is back at 2, but a ramp (ours) keeps its weight at 1 for now."""
+    change = one(
+        [an_entry(weight=1, allocated=1, ready=2, reported=1, source="Endpoint")],
+        [an_entry(weight=1, allocated=2, ready=2, reported=2, source="Endpoint")],
+        readings=(2, 2),
+        quorum=2,
+        ramp_target=2,
+        ramp_periods_left=2,
+    )
+    assert change.note == (
+        "worker-b weight 1 (unchanged): ceiling 1 -> 2 after 2 readings of 2 (quorum 2); "
+        "ramping to its target weight 2 (2 period(s) left)"
+    )
+    assert change.reason is Cause.CEILING_CHANGED
+
+
+def test_a_ramp_step_alone_and_the_last_one() -> None:
+    """A weight moved by the ramp only says so, and the step that reaches the target says
+    the ramp is done (not that the weights were rebalanced)."""
+    entry = {"allocated": 2, "ready": 2, "reported": 2, "source": "Endpoint"}
+    step = one(
+        [an_entry(weight=1, **entry)],
+        [an_entry(weight=2, **entry)],
+        ramp_target=3,
+        ramp_periods_left=1,
+        ramp_was_running=True,
+    )
+    assert step.note == "worker-b weight 1 -> 2: ramping to its target weight 3 (1 period(s) left)"
+    assert step.reason is Cause.RAMP_STEP
+    done = one(
+        [an_entry(weight=2, **entry)],
+        [an_entry(weight=3, **entry)],
+        ramp_target=3,
+        ramp_periods_left=0,
+        ramp_was_running=True,
+    )
+    assert done.note == "worker-b weight 2 -> 3: ramp done: at its target weight 3"
+    assert done.reason is Cause.RAMP_DONE
+    # the annotation of a finished ramp explains no later change: rebalanced, as without it
+    later = one(
+        [an_entry(weight=3, **entry)],
+        [an_entry(weight=1, **entry)],
+        ramp_target=1,
+        ramp_periods_left=0,
+        ramp_was_running=False,
+    )
+    assert later.reason is Cause.REBALANCED
+
+
 def test_homes_added_and_removed() -> None:
     found = changes([an_entry("worker-a", 2)], [an_entry("worker-b", 3)])
     assert [c.note for c in found] == [

@@ -21,6 +21,9 @@ The causes, each with its Event reason and one text (`CAUSE_TEXTS` lists them):
 - `ReadyChanged`, `AllocatedChanged`, `FactorChanged`: the other inputs of the weight;
 - `ProbeGated` (a Warning), `ProbeGateOpened`: the probe's gate;
 - `Drained`, `Undrained`: traffic-drain overrides (`drainRefs`) or the placement plan;
+- `RampStep`, `RampDone`: a ramp (`core.ramps`, ours) holds the home below its target
+  weight, or has just brought it there: added after the causes above, or alone when the
+  weight moved for the ramp only;
 - `Rebalanced`: the weight changed with none of the above, because other homes did
   (weights are reduced by their GCD together).
 
@@ -64,6 +67,8 @@ class Cause(StrEnum):
     PROBE_GATE_OPENED = "ProbeGateOpened"
     DRAINED = "Drained"
     UNDRAINED = "Undrained"
+    RAMP_STEP = "RampStep"
+    RAMP_DONE = "RampDone"
     REBALANCED = "Rebalanced"
 
 
@@ -84,6 +89,8 @@ CAUSE_TEXTS: dict[Cause, str] = {
     Cause.PROBE_GATE_OPENED: "probe gate opened",
     Cause.DRAINED: "drained by {}",
     Cause.UNDRAINED: "no longer drained by {}",
+    Cause.RAMP_STEP: "ramping to its target weight {} ({} period(s) left)",
+    Cause.RAMP_DONE: "ramp done: at its target weight {}",
     Cause.REBALANCED: "weights rebalanced with the other homes",
 }
 
@@ -100,6 +107,12 @@ class Evidence:
     quorum: int | None = None
     #: the accepted placement plan drains the home (`drainRequested`)
     plan_drained: bool = False
+    #: a ramp (ours): the home's target weight and the periods its ramp has left, from
+    #: the map's `routing.ome-routing.io/ramp` annotation after the write (None: no ramp)
+    ramp_target: int | None = None
+    ramp_periods_left: int = 0
+    #: the annotation before the write had periods left for the home
+    ramp_was_running: bool = False
 
 
 NO_EVIDENCE = Evidence()
@@ -176,6 +189,11 @@ def changes(
             continue
         reasons = _reasons(old, new, facts)
         weight_before, weight_after = _weight(old), _weight(new)
+        if facts.ramp_target is not None and (reasons or weight_before != weight_after):
+            if facts.ramp_periods_left > 0:
+                reasons.append(_reason(Cause.RAMP_STEP, facts.ramp_target, facts.ramp_periods_left))
+            elif facts.ramp_was_running:
+                reasons.append(_reason(Cause.RAMP_DONE, facts.ramp_target))
         if not reasons and weight_before == weight_after:
             continue
         if not reasons:

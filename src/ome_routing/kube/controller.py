@@ -45,6 +45,7 @@ from ome_routing.kube.homes import HomeKey as HomeKey
 from ome_routing.kube.homes import ServiceKey
 from ome_routing.kube.homes import home_keys as home_keys
 from ome_routing.kube.journal import Journal
+from ome_routing.kube.journal import ramp_state as journal_ramp_state
 from ome_routing.kube.mapwrites import Conflict, MapWrites
 from ome_routing.kube.mapwrites import StaleSnapshot as StaleSnapshot
 from ome_routing.kube.pollmetrics import PollMetrics
@@ -320,6 +321,7 @@ class Controller:
             tmap = await writes.patch_spec(key, ramping.annotations_only(tmap, marks))
         if tmap is None or tmap.get("spec") != spec:
             previous = ((tmap or {}).get("spec") or {}).get("entries") or []
+            previous_ramp = journal_ramp_state(tmap) if self._journal is not None else None
             if tmap is None:
                 tmap = await writes.create(key, routed.uid, spec, marks)
                 operation = "created"
@@ -338,7 +340,7 @@ class Controller:
             )
             if self._journal is not None:
                 windows = {cluster: observer.window(home) for cluster, home in homes.items()}
-                self._journal.written(tmap, previous, routed, windows)
+                self._journal.written(tmap, previous, routed, windows, previous_ramp)
         await writes.status(key, tmap, routed.uid, reconcile.routed_conditions(view))
         self._metrics.set_fallback_homes(
             namespace, name, view.fallback_homes if routed.poll is not None else None

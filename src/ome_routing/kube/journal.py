@@ -46,6 +46,7 @@ from ome_routing.core.journal import (
     ANNOTATION_HOME,
     ANNOTATION_PREVIOUS,
     ANNOTATION_WEIGHT,
+    NO_EVIDENCE,
     REPORTING_CONTROLLER,
     Change,
     Evidence,
@@ -53,6 +54,7 @@ from ome_routing.core.journal import (
     window_evidence,
 )
 from ome_routing.core.placement import PlacedHome
+from ome_routing.core.ramps import RAMP_ANNOTATION, RampState, state_from_annotation
 from ome_routing.core.trafficmap import PollingState
 from ome_routing.kube.reconcile import Routed
 
@@ -114,6 +116,31 @@ def evidence(
     }
 
 
+def ramp_state(tmap: Mapping[str, Any] | None) -> RampState | None:
+    """The map's `routing.ome-routing.io/ramp` annotation (ours), read; None without one."""
+    annotations = ((tmap or {}).get("metadata") or {}).get("annotations") or {}
+    return state_from_annotation(annotations.get(RAMP_ANNOTATION))
+
+
+def with_ramps(
+    facts: dict[str, Evidence], now: RampState | None, before: RampState | None
+) -> dict[str, Evidence]:
+    """Each home's evidence with what the ramp annotation says of it after the write
+    (`now`) and before it (`before`)."""
+    if now is None:
+        return facts
+    out = dict(facts)
+    for cluster, home in now.homes.items():
+        was = before.homes.get(cluster) if before is not None else None
+        out[cluster] = replace(
+            out.get(cluster, NO_EVIDENCE),
+            ramp_target=home.target,
+            ramp_periods_left=home.periods_left,
+            ramp_was_running=was is not None and was.periods_left > 0,
+        )
+    return out
+
+
 def micro_time(moment: datetime) -> str:
     """Kubernetes' MicroTime: RFC 3339 with microseconds, in UTC."""
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -144,13 +171,16 @@ class Journal:
         previous: Sequence[Mapping[str, Any]],
         routed: Routed,
         windows: Mapping[str, Window | None],
+        previous_ramp: RampState | None = None,
     ) -> None:
-        """A map's spec was written: journal what changed from `previous` entries. Never
+        """A map's spec was written: journal what changed from `previous` entries (and,
+        with a ramp, the map's ramp annotation before the write, `previous_ramp`). Never
         raises: a journal that fails is logged, and the reconcile goes on."""
         try:
             now = self._clock()
             current = (tmap.get("spec") or {}).get("entries") or []
             facts = evidence(routed.placement.homes, windows, routed.polling, now)
+            facts = with_ramps(facts, ramp_state(tmap), previous_ramp)
             found = changes(previous, current, facts)
             if found:
                 self.record(tmap, found, now)
