@@ -16,8 +16,8 @@ The lanes (see docs/developing.md, "CI times"):
   soak (the control plane), then bench (the control plane and the gateways; gateway
   group), then docs and chart (the control plane and promtool).
 - tools: the Go tools, niced, one set at a time in the order the suites need them (the
-  cache has one lock, so two builds never run at once anyway): the control plane, as root
-  the node's binaries, the gateways, promtool, then `dev tools` for all (a cache hit). When
+  cache has one lock, so two builds never run at once anyway): the control plane and the
+  Gateway API's CRDs, as root the node's binaries, the gateways, promtool, then `dev tools` for all (a cache hit). When
   warm each is a cache hit.
 - node: as root, the image first (cached, niced), then tests/image and tests/node: the
   longest suite, mostly waiting for pods; it runs in a network namespace of its own, so it
@@ -129,7 +129,10 @@ def plan() -> dict[str, list[Step]]:
     # suite with a plane), the node's binaries (tests/node, the longest suite), the
     # gateways (tests/gateway, tests/bench), promtool (tests/chart), then all of them again
     # (a cache hit: whatever `dev tools` finds besides, such as Envoy).
-    plane = ("tools-control-plane",)
+    # the control plane, and the Gateway API's CRDs (seconds; e2e tests install them):
+    # fetched under the cache's one lock, so without this step an e2e test could wait
+    # for it behind a whole gateway build (cold) and time out
+    plane = ("tools-control-plane", "tools-gateway-api")
     gateways = (*plane, "tools-gateways")
     e2e = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests" / "e2e").glob("test_*.py"))
     node_tools: list[Step] = []
@@ -161,11 +164,23 @@ def plan() -> dict[str, list[Step]]:
                 "docs-chart",
                 "tests/docs",
                 "tests/chart",
-                needs=("tools-control-plane", "tools-promtool"),
+                needs=(*plane, "tools-promtool"),
             ),
         ],
         "tools": [
             build_step("tools-control-plane", dev_tools("control-plane")),
+            build_step(
+                "tools-gateway-api",
+                [
+                    "nice",
+                    "-n",
+                    "19",
+                    *python_call(
+                        "from ome_routing.devcluster.gateway_tools import ensure_gateway_api_crds; "
+                        "ensure_gateway_api_crds(progress=print)"
+                    ),
+                ],
+            ),
             *node_tools,
             build_step("tools-gateways", dev_tools("traefik", "contour")),
             build_step("tools-promtool", dev_tools("promtool")),
