@@ -17,8 +17,8 @@ The lanes (see docs/developing.md, "CI times"):
   group), then docs and chart (the control plane and promtool).
 - tools: the Go tools, niced, one set at a time in the order the suites need them (the
   cache has one lock, so two builds never run at once anyway): the control plane and the
-  Gateway API's CRDs, as root the node's binaries, the gateways, promtool, then `dev tools` for all (a cache hit). When
-  warm each is a cache hit.
+  Gateway API's CRDs, as root the node's binaries, the gateways, promtool, then `dev
+  tools` for all (a cache hit). When warm each is a cache hit.
 - node: as root, the image first (cached, niced), then tests/image and tests/node: the
   longest suite, mostly waiting for pods; it runs in a network namespace of its own, so it
   shares no port with the gateways.
