@@ -13,8 +13,7 @@ so suites in different lanes share nothing but the tool cache, whose builds are 
 The lanes (see docs/developing.md, "CI times"):
 
 - pure: `make check`, unit, integration, fuzz and the compiled run (no tools needed), then
-  soak (the control plane), then bench (the control plane and the gateways; gateway
-  group), then docs and chart (the control plane and promtool).
+  bench (the control plane and the gateways; gateway group).
 - tools: the Go tools, niced, one set at a time in the order the suites need them (the
   cache has one lock, so two builds never run at once anyway): the control plane and the
   Gateway API's CRDs, as root the node's binaries, the gateways, promtool, then `dev
@@ -22,7 +21,8 @@ The lanes (see docs/developing.md, "CI times"):
 - node: as root, the image first (cached, niced), then tests/image and tests/node: the
   longest suite, mostly waiting for pods; it runs in a network namespace of its own, so it
   shares no port with the gateways.
-- kube: the first half of tests/e2e (every other file, in name order).
+- kube: the first half of tests/e2e (every other file, in name order), then tests/soak
+  (the control plane), then docs and chart (the control plane and promtool).
 - gateway: the second half of tests/e2e, then tests/gateway (gateway group).
 - chaos: tests/chaos, alone: it starts once every other lane is done or waits for a build,
   and no other suite starts while it runs (only the niced builds go on beside it). Warm,
@@ -155,17 +155,10 @@ def plan() -> dict[str, list[Step]]:
             pytest_step("integration", "tests/integration"),
             pytest_step("fuzz", "tests/fuzz"),
             Step("compiled", ["make", "--no-print-directory", "test-compiled"], pytest=True),
-            # a 5-minute run on the control plane (cold, it fills the wait for the gateways)
-            pytest_step("soak", "tests/soak", needs=plane),
-            # the benches use the control plane and the gateways (not promtool), so on a
-            # cold machine they run while promtool is built, then docs and chart
+            # the benches use the control plane and the gateways (not promtool): warm, they
+            # take the gateway group before tests/gateway does; cold, they wait for the
+            # gateways' build
             pytest_step("bench", "tests/bench", needs=gateways, exclusive="gateway"),
-            pytest_step(
-                "docs-chart",
-                "tests/docs",
-                "tests/chart",
-                needs=(*plane, "tools-promtool"),
-            ),
         ],
         "tools": [
             build_step("tools-control-plane", dev_tools("control-plane")),
@@ -193,7 +186,14 @@ def plan() -> dict[str, list[Step]]:
         ],
         # tests/e2e in two halves, each with its own control plane: its time is mostly
         # waiting for polls and Leases, and one half alone was the longest lane
-        "kube": [pytest_step("e2e-1", *e2e[0::2], needs=plane)],
+        # then the 5-minute soak, then docs and chart (promtool: cold, the last build)
+        "kube": [
+            pytest_step("e2e-1", *e2e[0::2], needs=plane),
+            pytest_step("soak", "tests/soak", needs=plane),
+            pytest_step(
+                "docs-chart", "tests/docs", "tests/chart", needs=(*plane, "tools-promtool")
+            ),
+        ],
         "gateway": [
             pytest_step("e2e-2", *e2e[1::2], needs=plane),
             pytest_step("gateway", "tests/gateway", needs=("tools-gateways",), exclusive="gateway"),
