@@ -43,6 +43,11 @@ A_PERIOD, A_TIMEOUT = "500ms", "400ms"
 B_PERIOD, B_TIMEOUT = "500ms", "50ms"
 #: how long B's polls are watched while A's stall
 WATCHED_SECONDS = 5.0
+#: the event loop's own delay on two loaded cores, added to the bound the budget's
+#: sharing gives (a wait is measured on the loop's clock, so a late wake-up counts): a run
+#: beside the other CI lanes measured 0.554 s against the 0.550 s of the sharing alone.
+#: The budget this replaced made B wait 1.1 s, far outside the bound with it.
+LOOP_SLACK = 0.1
 
 
 def a_policy(period: str, timeout: str) -> CapacityPolicy:
@@ -126,7 +131,7 @@ async def test_a_tenant_whose_homes_stall_does_not_hold_up_another_tenants_polls
         late += sent.late[("b", i)]
     # a B poll waits for the first slot given back: one A poll's timeout at most, and the
     # B polls ahead of it in B's line, each its timeout at most
-    bound = seconds(A_TIMEOUT).seconds + (B_HOMES - 1) * seconds(B_TIMEOUT).seconds
+    bound = seconds(A_TIMEOUT).seconds + (B_HOMES - 1) * seconds(B_TIMEOUT).seconds + LOOP_SLACK
     print(
         f"B interval lag p99 {p99(lags):.3f}s max {max(lags):.3f}s; "
         f"wait for a slot p99 {p99(late):.3f}s max {max(late):.3f}s; bound {bound:.3f}s"
@@ -189,7 +194,7 @@ async def test_a_tenant_whose_probes_stall_does_not_hold_up_another_tenants_prob
             await prober.stop()
     period = seconds(B_PERIOD).seconds
     late = [wait for i in range(B_HOMES) for wait in probed.late[("b", i)]]
-    bound = seconds(A_TIMEOUT).seconds + (B_HOMES - 1) * seconds(B_TIMEOUT).seconds
+    bound = seconds(A_TIMEOUT).seconds + (B_HOMES - 1) * seconds(B_TIMEOUT).seconds + LOOP_SLACK
     print(
         f"B probes: wait for a slot p99 {p99(late):.3f}s max {max(late):.3f}s; bound {bound:.3f}s"
     )
