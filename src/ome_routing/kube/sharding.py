@@ -21,6 +21,46 @@ Which shard a request is for is carried by the context: `writing_for(lease)` set
 the requests of everything the reconcile starts carry it too), and `ShardGate`, the
 `WriteGate` of the replica's one `FencedClient`, asks that tenure. A write with no
 tenure in its context is refused: in sharded mode every write belongs to a key.
+
+**The Leases (`ShardSet`).** One loop per replica, every retry period jittered as the
+elector's (`kube.leader.jittered`): renew the member Lease (create it when missing);
+list the group's Leases by label, in one call; judge each Lease's liveness on this
+replica's own monotonic clock from when it last saw its holder or renewTime change (as
+`kube.leader.lease_is_free`, so clock skew between replicas does not matter); assign
+the shards over the live members and itself (`core.shards.assign`); then, concurrently
+(at most `CONCURRENT_REQUESTS` at once):
+
+- renew each held shard with the resourceVersion it read; a conflict, another holder in
+  the list, or the renew deadline passing ends the tenure as a **loss** (the gate shut
+  first, then `on_lost` awaited, the Lease left alone);
+- **hand over** each held shard whose preferred member is another live member:
+  `on_lost` awaited with the gate open (reconciles in flight finish their writes), the
+  gate shut, the Lease released (no holder), so the preferred member takes it on its
+  next turn and a watch on the Lease sees holder, no holder, new holder;
+- acquire each free shard it is preferred for (create the Lease when missing, else
+  replace with the resourceVersion read), and a shard free in its view for a whole
+  lease duration even if not preferred (a preferred member that never takes it, as one
+  whose grant does not name the shard's Lease, must not leave it unowned); such a shard
+  is kept `FALLBACK_HOLD_LEASES` lease durations before it is handed over again.
+
+A tenure's deadline counts from when the acquisition or renewal was *sent*; a task of
+its own ends each tenure at its deadline, whatever the loop is waiting for. On
+cancellation of `run`, each held shard is handed back as on a handover (released),
+then the member Lease is released, each step bounded in time.
+
+**Coverage.** A shard with no live holder in this replica's view is unowned from when
+it became so (its holder's Lease expired, or it was seen released or missing); the
+gauges `ome_routing_shards_held`, `ome_routing_shards_unowned` and
+`ome_routing_shard_members` say what the replica sees, `ome_routing_shard_transitions_total`
+counts tenures `acquired`, `handed_over`, `lost` and `released`. A shard unowned longer
+than the lease duration plus two retry periods is logged (`shard unowned`, once a spell,
+by every replica that sees it) and gets an `events.k8s.io/v1` Event on its Lease (reason
+`ShardUnowned`, once a spell, by the replica `assign` prefers for it).
+
+Errors: every API failure of the loop (refused, conflict, forbidden, the API server
+away) is logged at debug and retried on the next turn; the deadlines decide what it
+costs. A subscriber that raises or outlasts `ON_LOST_GRACE_SECONDS` is logged; `run`
+ends only when cancelled (or abandoned, a test's stand-in for SIGKILL).
 """
 
 from __future__ import annotations
@@ -158,6 +198,10 @@ SHARD_LABEL = "routing.ome-routing.io/shard"
 ON_LOST_GRACE_SECONDS = 5.0
 #: shard Lease requests (and coverage Events) one replica sends at once
 CONCURRENT_REQUESTS = 8
+#: a shard taken because its preferred member left it free for a lease duration is kept
+#: this many lease durations before it is handed over again (no ping-pong with a member
+#: that cannot take it, as one whose grant does not name the shard's Lease)
+FALLBACK_HOLD_LEASES = 10
 #: the coverage Event (ours): reason, action, and who reports it
 UNOWNED_REASON = "ShardUnowned"
 UNOWNED_ACTION = "Acquire"
@@ -203,6 +247,8 @@ class ShardSet:
         self._observed: dict[str, Observation] = {}
         #: when (monotonic) each shard with no live holder became so, in this replica's view
         self._unowned_since: dict[int, float] = {}
+        #: shards taken although another member was preferred: not handed over before then
+        self._kept: dict[int, float] = {}
         self._logged_unowned: set[int] = set()
         self._reported_unowned: set[int] = set()
         self._member_renewed_at = float("-inf")
@@ -259,6 +305,7 @@ class ShardSet:
         shut and the Lease released), then the member Lease, within about
         2 x `ON_LOST_GRACE_SECONDS`."""
         self._task = asyncio.current_task()
+        deadlines = asyncio.create_task(self._keep_deadlines(), name="shard deadlines")
         try:
             while True:
                 await self._turn()
@@ -267,6 +314,7 @@ class ShardSet:
                     async with asyncio.timeout(jittered(self._settings.retry_period, self._draw())):
                         await self._wake.wait()
         finally:
+            deadlines.cancel()
             if self._abandoned:
                 for task in self._background:
                     task.cancel()
@@ -278,15 +326,31 @@ class ShardSet:
                     await stopping
                     raise
 
-    async def _turn(self) -> None:
-        self._lose_expired()
-        try:
-            listed = [
+    async def _keep_deadlines(self) -> None:
+        """End each tenure at its renew deadline, whatever the turn is waiting for."""
+        while True:
+            self._lose_expired()
+            deadline = self._settings.renew_deadline
+            due = min(
+                (t._renewed_at + deadline for t in self._tenures.values()),
+                default=self._clock() + self._settings.retry_period,
+            )
+            await asyncio.sleep(max(0.01, due - self._clock()))
+
+    async def _list(self) -> list[Lease]:
+        """The group's Leases: one list call, bounded by the renew deadline."""
+        async with asyncio.timeout(self._settings.renew_deadline):
+            return [
                 lease
                 async for lease in self._client.list(
                     Lease, namespace=self._namespace, labels={GROUP_LABEL: self._group}
                 )
             ]
+
+    async def _turn(self) -> None:
+        self._lose_expired()
+        try:
+            listed = await self._list()
         except Exception as err:  # the API server away: the deadlines decide
             log.debug("listing shard leases: %s", err)
             self._lose_expired()
@@ -326,7 +390,7 @@ class ShardSet:
                 listed_holder = found.spec.holderIdentity if found and found.spec else None
                 if found is None or listed_holder != self.identity:
                     self._end(shard, f"lease held by {listed_holder or 'no one'}", "lost")
-                elif preferred[shard] != self.identity:
+                elif preferred[shard] != self.identity and self._kept.get(shard, now) <= now:
                     self._end(shard, f"handed over to {preferred[shard]}", "handed_over", found)
                 else:
                     work.append(self._renew(shard, found, tenure))
@@ -336,8 +400,13 @@ class ShardSet:
                 continue
             unowned += 1
             since = self._unowned_since.setdefault(shard, self._became_free(name, found, now))
-            if preferred[shard] == self.identity or now - since >= self._settings.lease_duration:
+            if preferred[shard] == self.identity:
                 work.append(self._acquire(shard, found))
+            elif now - since >= self._settings.lease_duration:
+                # its preferred member did not take it: this one keeps it for a while
+                # rather than hand it back to a member that may not be able to take it
+                hold = FALLBACK_HOLD_LEASES * self._settings.lease_duration
+                work.append(self._acquire(shard, found, keep_until=now + hold))
             work.extend(self._coverage(shard, now - since, preferred[shard]))
         if work:
             await asyncio.gather(*work)
@@ -398,33 +467,45 @@ class ShardSet:
             ),
         )
 
-    async def _acquire(self, shard: int, lease: Lease | None) -> None:
+    async def _acquire(
+        self, shard: int, lease: Lease | None, keep_until: float | None = None
+    ) -> None:
         async with self._requests:
             if self._abandoned:
                 return
             sent = self._clock()  # the deadline counts from here
             now_wall = micro_now()
             try:
-                if lease is None:
-                    written = await self._client.create(self._lease(shard, self.identity, now_wall))
-                else:
-                    spec = lease.spec or LeaseSpec()
-                    had_holder = bool(spec.holderIdentity)
-                    spec.holderIdentity = self.identity
-                    spec.leaseDurationSeconds = int(self._settings.lease_duration)
-                    spec.acquireTime = now_wall
-                    spec.renewTime = now_wall
-                    spec.leaseTransitions = (spec.leaseTransitions or 0) + int(had_holder)
-                    lease.spec = spec
-                    written = await self._client.replace(lease)  # with the version it read
+                async with asyncio.timeout(self._settings.renew_deadline):
+                    written = await self._take(shard, lease, now_wall)
             except Exception as err:  # taken first, refused, or the API server away
                 log.debug("acquiring shard %s: %s", shard, _message(err))
                 return
+        self._begin(shard, sent, written, keep_until)
+
+    async def _take(self, shard: int, lease: Lease | None, now_wall: datetime) -> Lease:
+        if lease is None:
+            return await self._client.create(self._lease(shard, self.identity, now_wall))
+        spec = lease.spec or LeaseSpec()
+        had_holder = bool(spec.holderIdentity)
+        spec.holderIdentity = self.identity
+        spec.leaseDurationSeconds = int(self._settings.lease_duration)
+        spec.acquireTime = now_wall
+        spec.renewTime = now_wall
+        spec.leaseTransitions = (spec.leaseTransitions or 0) + int(had_holder)
+        lease.spec = spec
+        return await self._client.replace(lease)  # with the version it read
+
+    def _begin(self, shard: int, sent: float, written: Lease, keep_until: float | None) -> None:
         tenure = ShardLease(
             shard, self._settings, sent, clock=self._clock, on_expired=self._expired
         )
         self._tenures[shard] = tenure
         self._mine[shard] = written
+        if keep_until is None:
+            self._kept.pop(shard, None)
+        else:
+            self._kept[shard] = keep_until
         self._owned(shard)
         log.info("acquired shard", extra={"shard": shard, "identity": self.identity})
         self._transition("acquired")
@@ -544,36 +625,40 @@ class ShardSet:
         sent = self._clock()
         now_wall = micro_now()
         try:
-            if lease is None:
-                await self._client.create(
-                    Lease(
-                        metadata=ObjectMeta(
-                            name=self._member_name,
-                            namespace=self._namespace,
-                            labels={GROUP_LABEL: self._group, ROLE_LABEL: "member"},
-                        ),
-                        spec=LeaseSpec(
-                            holderIdentity=self.identity,
-                            leaseDurationSeconds=int(self._settings.lease_duration),
-                            acquireTime=now_wall,
-                            renewTime=now_wall,
-                            leaseTransitions=0,
-                        ),
-                    )
-                )
-            else:
-                spec = lease.spec or LeaseSpec()
-                if spec.holderIdentity != self.identity:
-                    spec.acquireTime = now_wall
-                spec.holderIdentity = self.identity
-                spec.leaseDurationSeconds = int(self._settings.lease_duration)
-                spec.renewTime = now_wall
-                lease.spec = spec
-                await self._client.replace(lease)
+            async with asyncio.timeout(self._settings.renew_deadline):
+                await self._write_member(lease, now_wall)
         except Exception as err:  # a conflict or the API server away: next turn
             log.debug("renewing member lease %s: %s", self._member_name, _message(err))
             return
         self._member_renewed_at = sent
+
+    async def _write_member(self, lease: Lease | None, now_wall: datetime) -> None:
+        if lease is None:
+            await self._client.create(
+                Lease(
+                    metadata=ObjectMeta(
+                        name=self._member_name,
+                        namespace=self._namespace,
+                        labels={GROUP_LABEL: self._group, ROLE_LABEL: "member"},
+                    ),
+                    spec=LeaseSpec(
+                        holderIdentity=self.identity,
+                        leaseDurationSeconds=int(self._settings.lease_duration),
+                        acquireTime=now_wall,
+                        renewTime=now_wall,
+                        leaseTransitions=0,
+                    ),
+                )
+            )
+        else:
+            spec = lease.spec or LeaseSpec()
+            if spec.holderIdentity != self.identity:
+                spec.acquireTime = now_wall
+            spec.holderIdentity = self.identity
+            spec.leaseDurationSeconds = int(self._settings.lease_duration)
+            spec.renewTime = now_wall
+            lease.spec = spec
+            await self._client.replace(lease)
 
     async def _release_member(self) -> None:
         try:
@@ -644,7 +729,8 @@ class ShardSet:
         }
         async with self._requests:
             try:
-                await self._client.create(cast(Event, Event.from_dict(body)))
+                async with asyncio.timeout(self._settings.renew_deadline):
+                    await self._client.create(cast(Event, Event.from_dict(body)))
             except Exception as err:  # the warning was logged; the Event is best effort
                 log.debug("shard %s: event not written: %s", shard, _message(err))
 
