@@ -82,6 +82,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.events_v1 import Event
 
+from ome_routing.core.durations import Duration
 from ome_routing.core.shards import assign, member_lease_name, shard_lease_name, shard_of
 from ome_routing.kube.fencing import NotLeader
 from ome_routing.kube.leader import (
@@ -303,7 +304,7 @@ class ShardSet:
         """One turn every retry period (jittered) until cancelled; on cancellation each
         held shard is handed back (`on_lost` awaited with the gate open, then the gate
         shut and the Lease released), then the member Lease, within about
-        2 x `ON_LOST_GRACE_SECONDS`."""
+        3 x `ON_LOST_GRACE_SECONDS`."""
         self._task = asyncio.current_task()
         deadlines = asyncio.create_task(self._keep_deadlines(), name="shard deadlines")
         try:
@@ -408,8 +409,9 @@ class ShardSet:
                 hold = FALLBACK_HOLD_LEASES * self._settings.lease_duration
                 work.append(self._acquire(shard, found, keep_until=now + hold))
             work.extend(self._coverage(shard, now - since, preferred[shard]))
-        if work:
-            await asyncio.gather(*work)
+        for result in await asyncio.gather(*work, return_exceptions=True):
+            if isinstance(result, Exception):  # a fault of ours: the next turn goes on
+                log.error("shard leases: %s", result, exc_info=result)
         if self._metrics is not None:
             self._metrics.shards_unowned.set(unowned)
             self._metrics.shard_members.set(len(live))
@@ -673,11 +675,9 @@ class ShardSet:
             log.debug("releasing member lease %s: %s", self._member_name, _message(err))
 
     async def _shutdown(self) -> None:
-        """Hand every held shard back, then the member Lease; bounded in time."""
-        if self._background:
-            await asyncio.wait(set(self._background), timeout=2 * ON_LOST_GRACE_SECONDS)
-        held = list(self._tenures.items())
-        for shard, _tenure in held:
+        """Hand every held shard back, then the member Lease: at most `on_lost`'s grace
+        and a release's (`ON_LOST_GRACE_SECONDS` each), then a member release's."""
+        for shard in list(self._tenures):
             self._end(shard, "shutting down", "released")
         if self._background:
             await asyncio.wait(set(self._background), timeout=2 * ON_LOST_GRACE_SECONDS)
@@ -723,7 +723,7 @@ class ShardSet:
             "type": "Warning",
             "note": (
                 f"shard {shard} of {self._group} has had no live holder for "
-                f"{unowned_for:.0f}s (bound {bound:.0f}s)"
+                f"{_duration(unowned_for)} (bound {_duration(bound)})"
             ),
             "regarding": regarding,
         }
@@ -743,6 +743,11 @@ class ShardSet:
     def _transition(self, reason: str) -> None:
         if self._metrics is not None:
             self._metrics.shard_transitions.labels(reason=reason).inc()
+
+
+def _duration(seconds: float) -> str:
+    """Go's formatting of a duration, to the tenth of a second."""
+    return str(Duration.of_seconds(round(seconds, 1)))
 
 
 def _shard_number(label: str | None) -> int | None:
