@@ -509,6 +509,7 @@ class ShardSet:
         else:
             self._kept[shard] = keep_until
         self._owned(shard)
+        self._count()
         log.info("acquired shard", extra={"shard": shard, "identity": self.identity})
         self._transition("acquired")
         for on_acquired in self._on_acquired:
@@ -565,6 +566,7 @@ class ShardSet:
         self._ending.add(shard)
         if how == "lost":
             tenure.end(reason)
+        self._count()
         task = asyncio.create_task(self._ending_tenure(shard, tenure, reason, how, lease))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
