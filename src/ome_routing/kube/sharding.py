@@ -253,6 +253,7 @@ class ShardSet:
         self._logged_unowned: set[int] = set()
         self._reported_unowned: set[int] = set()
         self._member_renewed_at = float("-inf")
+        self._assigned: tuple[frozenset[str], dict[int, str]] = (frozenset(), {})
         self._on_acquired: list[Callable[[ShardLease], None]] = []
         self._on_lost: list[Callable[[int], Awaitable[None]]] = []
         self._background: set[asyncio.Task[None]] = set()
@@ -377,7 +378,9 @@ class ShardSet:
                 live.add(holder)
         await self._renew_member(members.get(self._member_name))
         self._lose_expired()
-        preferred = assign(self.shards, live)
+        if self._assigned[0] != live:  # the same members as last turn: the same answer
+            self._assigned = (frozenset(live), assign(self.shards, live))
+        preferred = self._assigned[1]
         work: list[Awaitable[None]] = []
         unowned = 0
         for shard in range(self.shards):
