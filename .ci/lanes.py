@@ -22,7 +22,8 @@ The lanes (see docs/developing.md, "CI times"):
   longest suite, mostly waiting for pods; it runs in a network namespace of its own, so it
   shares no port with the gateways.
 - kube: the first half of tests/e2e (every other file, in name order), then tests/soak
-  (the control plane), then docs and chart (the control plane and promtool).
+  (the control plane), then tests/shards (sharded replicas under faults, each test on a
+  control plane of its own), then docs and chart (the control plane and promtool).
 - gateway: the second half of tests/e2e, then tests/gateway (gateway group).
 - chaos: tests/chaos, alone: it starts once every other lane is done or waits for a build,
   and no other suite starts while it runs (only the niced builds go on beside it). Warm,
@@ -186,10 +187,12 @@ def plan() -> dict[str, list[Step]]:
         ],
         # tests/e2e in two halves, each with its own control plane: its time is mostly
         # waiting for polls and Leases, and one half alone was the longest lane
-        # then the 5-minute soak, then docs and chart (promtool: cold, the last build)
+        # then the 5-minute soak, the sharded replicas' faults, then docs and chart
+        # (promtool: cold, the last build)
         "kube": [
             pytest_step("e2e-1", *e2e[0::2], needs=plane),
             pytest_step("soak", "tests/soak", needs=plane),
+            pytest_step("shards", "tests/shards", needs=plane),
             pytest_step(
                 "docs-chart", "tests/docs", "tests/chart", needs=(*plane, "tools-promtool")
             ),
