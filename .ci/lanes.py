@@ -23,7 +23,9 @@ The lanes (see docs/developing.md, "CI times"):
   shares no port with the gateways.
 - kube: the first half of tests/e2e (every other file, in name order), then tests/soak
   (the control plane), then docs and chart (the control plane and promtool).
-- gateway: the second half of tests/e2e, then tests/gateway (gateway group).
+- gateway: the second half of tests/e2e, then tests/gateway (gateway group), then
+  e2e-sharded: the e2e files that run the controller command, again with each controller
+  two sharded replicas (`OME_ROUTING_E2E_SHARDED=2`, tests/e2e/controller_harness.py).
 - chaos: tests/chaos, alone: it starts once every other lane is done or waits for a build,
   and no other suite starts while it runs (only the niced builds go on beside it). Warm,
   that is after every other suite; cold, it runs while the gateways or promtool are still
@@ -69,7 +71,27 @@ EXPECTED_SKIPS: tuple[tuple[str, str, str], ...] = (
     # The compiled poll path (mypyc) forbids subclassing Dispatcher, which these tests do;
     # the same tests run in the `integration` step on the interpreted path.
     ("compiled", r"tests/integration/test_dispatch_ring\.py::", r"compiled poll path"),
+    # Sharded e2e: a leader and a standby on one Lease is leader election, which sharding
+    # replaces; the same test runs in the e2e halves.
+    (
+        "e2e-sharded",
+        r"tests/e2e/test_controller\.py::test_only_the_leader_polls_and_a_standby_takes_over$",
+        r"not in sharded mode \(OME_ROUTING_E2E_SHARDED\): a leader and a standby on one Lease",
+    ),
 )
+
+#: The e2e files that run `ome-routing controller` (routing, publishing, both as the
+#: chart's ServiceAccount): step e2e-sharded runs them again with each controller as two
+#: sharded replicas (tests/e2e/controller_harness.py, `OME_ROUTING_E2E_SHARDED`).
+E2E_SHARDED = tuple(
+    f"tests/e2e/test_{name}.py"
+    for name in (
+        "controller", "home_identity", "journal", "plan_routing", "probes", "publisher",
+        "publisher_caches", "publisher_claims", "publisher_owner", "publisher_rbac",
+        "publisher_settings", "ramp_controller", "rbac", "reaping", "reporter_kubernetes",
+        "routing_changes", "shadow", "shadow_rbac",
+    )
+)  # fmt: skip
 
 
 @dataclass
@@ -83,6 +105,8 @@ class Step:
     build: bool = False
     # run with no other suite beside it (builds only), see `_enter`
     alone: bool = False
+    # added to the run's environment
+    env: dict[str, str] = field(default_factory=dict)
     # results
     status: str = "pending"  # pending, passed, failed, not run
     seconds: float = 0.0
@@ -104,9 +128,12 @@ def pytest_step(
     needs: tuple[str, ...] = (),
     exclusive: str | None = None,
     alone: bool = False,
+    env: dict[str, str] | None = None,
 ) -> Step:
     argv = [str(BIN / "pytest"), *paths, "-q", "-p", "no:cacheprovider", "--durations=20"]
-    return Step(name, argv, needs=needs, exclusive=exclusive, pytest=True, alone=alone)
+    return Step(
+        name, argv, needs=needs, exclusive=exclusive, pytest=True, alone=alone, env=env or {}
+    )
 
 
 def build_step(name: str, argv: list[str], needs: tuple[str, ...] = ()) -> Step:
@@ -197,6 +224,10 @@ def plan() -> dict[str, list[Step]]:
         "gateway": [
             pytest_step("e2e-2", *e2e[1::2], needs=plane),
             pytest_step("gateway", "tests/gateway", needs=("tools-gateways",), exclusive="gateway"),
+            # the controller's e2e again, each controller two replicas sharing its shards
+            pytest_step(
+                "e2e-sharded", *E2E_SHARDED, needs=plane, env={"OME_ROUTING_E2E_SHARDED": "2"}
+            ),
         ],
         # alone (`_enter`): its fencing tests run on 8 s Leases and its hostile scenario
         # measures how often 1,000 homes are polled, which two busy cores shared with e2e
@@ -314,7 +345,7 @@ def run_step(lane: str, step: Step, env: dict[str, str]) -> None:
         _enter(step)
         say(f"{lane}: {step.name} started")
         started = time.monotonic()
-        step_env = dict(env)
+        step_env = dict(env) | step.env
         if step.pytest:
             step.junit.unlink(missing_ok=True)
             extra = f"--junitxml={step.junit} -o junit_family=xunit1"
