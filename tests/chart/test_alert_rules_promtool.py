@@ -2,7 +2,8 @@
 
 The PrometheusRule that `metrics.prometheusRule.enabled` renders is written out as a
 Prometheus rule file; `promtool check rules` checks it and `promtool test rules` runs the cases
-of tests/chart/alerts/ome-routing.test.yaml on it. Every rule of the chart must have a case
+of tests/chart/alerts/ome-routing.test.yaml on it (and, rendered with
+`controller.sharding.enabled`, those of alerts/ome-routing-sharding.test.yaml too). Every rule of the chart must have a case
 where it fires (with its exact labels and annotations) and one where it does not, and a rule
 with `for:` one where it waits: a new rule without cases fails here.
 """
@@ -20,7 +21,14 @@ import yaml
 from chart_helpers import Render, find
 
 ALERT_TESTS = Path(__file__).parent / "alerts" / "ome-routing.test.yaml"
+SHARD_ALERT_TESTS = Path(__file__).parent / "alerts" / "ome-routing-sharding.test.yaml"
 ENABLED = {"metrics": {"prometheusRule": {"enabled": True}}}
+SHARDED = {**ENABLED, "controller": {"sharding": {"enabled": True}}}
+#: the renders whose rules are tested, and the case files that cover them
+RENDERS = {
+    "unsharded": (ENABLED, (ALERT_TESTS,)),
+    "sharded": (SHARDED, (ALERT_TESTS, SHARD_ALERT_TESTS)),
+}
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
 
@@ -77,11 +85,14 @@ def _waits(found: list[tuple[int, float, bool]], hold: float) -> bool:
     )
 
 
-def write_rules(docs: list[dict[str, Any]], folder: Path) -> Path:
+def write_rules(
+    docs: list[dict[str, Any]], folder: Path, cases: tuple[Path, ...] = (ALERT_TESTS,)
+) -> Path:
     """The PrometheusRule's groups as a Prometheus rule file, beside a copy of the cases."""
     groups = find(docs, "PrometheusRule")["spec"]["groups"]
     (folder / "ome-routing.rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
-    shutil.copyfile(ALERT_TESTS, folder / ALERT_TESTS.name)
+    for path in cases:
+        shutil.copyfile(path, folder / path.name)
     return folder / "ome-routing.rules.yaml"
 
 
@@ -97,39 +108,63 @@ def failed_cases(result: subprocess.CompletedProcess[str]) -> list[str]:
     return [f"{alert} at {at}" for alert, at in found]
 
 
-def alert_tests() -> dict[str, Any]:
-    tests = yaml.safe_load(ALERT_TESTS.read_text())
-    assert isinstance(tests, dict)
-    return tests
+def alert_tests(*paths: Path) -> dict[str, Any]:
+    """The cases of these files (ome-routing.test.yaml by default) as one test file."""
+    groups: list[Any] = []
+    for path in paths or (ALERT_TESTS,):
+        tests = yaml.safe_load(path.read_text())
+        assert isinstance(tests, dict)
+        groups += tests.get("tests") or []
+    return {"tests": groups}
 
 
 class TestChartAlertRules:
     @pytest.mark.parametrize(
         "values",
-        [{}, {"fallbackFor": "1h30m", "severity": "critical", "labels": {"role": "alerts"}}],
-        ids=["defaults", "custom"],
+        [
+            {},
+            {"fallbackFor": "1h30m", "severity": "critical", "labels": {"role": "alerts"}},
+            {"shardUnownedFor": "90s", "severity": "critical"},
+        ],
+        ids=["defaults", "custom", "custom-shards"],
     )
+    @pytest.mark.parametrize("sharding", [False, True], ids=["unsharded", "sharded"])
     def test_promtool_checks_the_rendered_rules(
-        self, render: Render, promtool: Path, tmp_path: Path, values: dict[str, Any]
+        self,
+        render: Render,
+        promtool: Path,
+        tmp_path: Path,
+        values: dict[str, Any],
+        sharding: bool,
     ) -> None:
-        docs = render({"metrics": {"prometheusRule": {"enabled": True, **values}}})
+        docs = render(
+            {
+                "metrics": {"prometheusRule": {"enabled": True, **values}},
+                "controller": {"sharding": {"enabled": sharding}},
+            }
+        )
         rules = write_rules(docs, tmp_path)
         result = promtool_run(promtool, "check", "rules", str(rules))
         assert result.returncode == 0, result.stdout + result.stderr
         assert f"SUCCESS: {len(chart_rules(docs))} rules found" in result.stdout
 
+    @pytest.mark.parametrize("name", RENDERS)
     def test_every_rule_has_a_case_where_it_fires_and_one_where_it_does_not(
-        self, render: Render
+        self, render: Render, name: str
     ) -> None:
-        rules = chart_rules(render(ENABLED))
+        values, cases = RENDERS[name]
+        rules = chart_rules(render(values))
         assert rules, "the PrometheusRule renders no rule"
-        assert uncovered(rules, alert_tests()) == []
+        assert uncovered(rules, alert_tests(*cases)) == []
 
+    @pytest.mark.parametrize("name", RENDERS)
     def test_promtool_passes_every_case(
-        self, render: Render, promtool: Path, tmp_path: Path
+        self, render: Render, promtool: Path, tmp_path: Path, name: str
     ) -> None:
-        write_rules(render(ENABLED), tmp_path)
-        result = promtool_run(promtool, "test", "rules", str(tmp_path / ALERT_TESTS.name))
+        values, cases = RENDERS[name]
+        write_rules(render(values), tmp_path, cases)
+        files = [str(tmp_path / path.name) for path in cases]
+        result = promtool_run(promtool, "test", "rules", *files)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "SUCCESS" in result.stdout
         assert failed_cases(result) == []
@@ -149,6 +184,37 @@ class TestTheCasesCanFail:
             "OMETrafficMapCapacityFallback at 14m",
             "OMETrafficMapCapacityFallback at 16m",
             "OMETrafficMapCapacityFallback at 25m",
+        ]
+
+    def test_a_shorter_shard_unowned_for_fails_the_case_that_waits(
+        self, render: Render, promtool: Path, tmp_path: Path
+    ) -> None:
+        values = {
+            **SHARDED,
+            "metrics": {"prometheusRule": {"enabled": True, "shardUnownedFor": "1m"}},
+        }
+        write_rules(render(values), tmp_path, (SHARD_ALERT_TESTS,))
+        result = promtool_run(promtool, "test", "rules", str(tmp_path / SHARD_ALERT_TESTS.name))
+        assert result.returncode == 1, result.stdout + result.stderr
+        # it fires a minute early, with "for 1m" in its description: the waits and the
+        # expected annotations fail
+        assert failed_cases(result) == [
+            "OmeRoutingShardUnowned at 2m",
+            "OmeRoutingShardUnowned at 3m",
+            "OmeRoutingShardUnowned at 2m",
+            "OmeRoutingShardUnowned at 10m",
+        ]
+
+    def test_the_shard_cases_fail_without_the_sharding_rule(
+        self, render: Render, promtool: Path, tmp_path: Path
+    ) -> None:
+        """Rendered without sharding, the rule is absent: its firing cases fail."""
+        write_rules(render(ENABLED), tmp_path, (SHARD_ALERT_TESTS,))
+        result = promtool_run(promtool, "test", "rules", str(tmp_path / SHARD_ALERT_TESTS.name))
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert failed_cases(result) == [
+            "OmeRoutingShardUnowned at 3m",
+            "OmeRoutingShardUnowned at 10m",
         ]
 
     def test_a_wrong_severity_fails(self, render: Render, promtool: Path, tmp_path: Path) -> None:

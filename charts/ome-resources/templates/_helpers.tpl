@@ -171,3 +171,48 @@ controller to read. A file named both ways is refused: the two would disagree.
 {{- $_ := set $observer $key (index . 1) -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The controller's --lease-name: the name of the leader Lease, or with sharding the group
+that prefixes the member and shard Leases. The controller's default unless
+controller.extraArgs sets it (as --lease-name=NAME or --lease-name NAME; the last wins, as
+for the controller), so that the sharded grant names the Leases the controller uses.
+*/}}
+{{- define "ome-resources.leaseName" -}}
+{{- $name := "ome-routing-controller" -}}
+{{- $next := false -}}
+{{- range (.Values.controller.extraArgs | default list) -}}
+{{- $arg := toString . -}}
+{{- if $next -}}
+{{- $name = $arg -}}
+{{- $next = false -}}
+{{- else if eq $arg "--lease-name" -}}
+{{- $next = true -}}
+{{- else if hasPrefix "--lease-name=" $arg -}}
+{{- $name = trimPrefix "--lease-name=" $arg -}}
+{{- end -}}
+{{- end -}}
+{{- $name -}}
+{{- end -}}
+
+{{/* "true" with controller.sharding.enabled (ours, off by default), else "". */}}
+{{- define "ome-resources.sharding" -}}
+{{- if ((.Values.controller).sharding | default dict).enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The shard count of controller.sharding.shards (64 if left out). */}}
+{{- define "ome-resources.shards" -}}
+{{- $shards := ((.Values.controller).sharding | default dict).shards -}}
+{{- if kindIs "invalid" $shards -}}64{{- else -}}{{ int $shards }}{{- end -}}
+{{- end -}}
+
+{{/*
+"true" when the controller gets a PodDisruptionBudget: controller.podDisruptionBudget.enabled,
+or when it is null (the default) with more than one replica.
+*/}}
+{{- define "ome-resources.podDisruptionBudget" -}}
+{{- $pdb := (.Values.controller.podDisruptionBudget | default dict) -}}
+{{- if kindIs "bool" $pdb.enabled -}}
+{{- if $pdb.enabled -}}true{{- end -}}
+{{- else if gt (int .Values.controller.replicas) 1 -}}true{{- end -}}
+{{- end -}}

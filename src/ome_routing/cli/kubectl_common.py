@@ -1,5 +1,5 @@
 """What the `kubectl ome` commands share: the error that stops them, the kubeconfig flags,
-cobra's argument count check, and printing a report."""
+cobra's argument count check, the namespace a command works in, and printing a report."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from ome_routing.cli.kubectl_api import Api, KubeconfigError
+from ome_routing.core.names import dns1123_label_problems
 from ome_routing.kubectl.table import render_document
 
 
@@ -52,3 +54,24 @@ def print_report(document: Any, output: str, table: Callable[[], str]) -> None:
         click.echo(render_document(document, output), nl=False)
     else:
         click.echo(table(), nl=False)
+
+
+def open_api(kubeconfig: str | None, context: str | None) -> Api:
+    """The API client of the kubeconfig flags; a kubeconfig that cannot be read stops the
+    command with OME's `resolve namespace: ...`."""
+    try:
+        return Api(kubeconfig, context)
+    except KubeconfigError as err:
+        raise CliError(f"resolve namespace: {err}") from None
+
+
+def resolved_namespace(api: Api, namespace: str | None) -> str:
+    """`-n` if given, else the kubeconfig context's namespace; refused (with OME's `traffic`
+    commands' errors) when empty or not a DNS-1123 label."""
+    ns = namespace if namespace is not None else api.namespace
+    if ns == "":
+        raise CliError("resolved namespace must not be empty")
+    problems = dns1123_label_problems(ns)
+    if problems:
+        raise CliError(f"invalid resolved namespace: {'; '.join(problems)}")
+    return ns

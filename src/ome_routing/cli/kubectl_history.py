@@ -14,9 +14,17 @@ from typing import Any
 
 import click
 
-from ome_routing.cli.kubectl_api import Api, ApiFailure, KubeconfigError, object_path
-from ome_routing.cli.kubectl_common import CliError, exactly_one, kubeconfig_options
+from ome_routing.cli.kubectl_api import Api, ApiFailure, object_path
+from ome_routing.cli.kubectl_common import (
+    CliError,
+    exactly_one,
+    kubeconfig_options,
+    open_api,
+    resolved_namespace,
+)
+from ome_routing.core.names import dns1123_subdomain_problems
 from ome_routing.kubectl import traffic_history
+from ome_routing.kubectl.gotext import go_quote
 from ome_routing.kubectl.read_errors import classify, read_error
 from ome_routing.kubectl.table import render_document, render_table
 
@@ -47,12 +55,12 @@ def history(
     name = exactly_one(args)
     if output not in ("", "table", "json", "yaml"):
         raise CliError(f'unsupported output format "{output}" (supported: table, json, yaml)')
+    problems = dns1123_subdomain_problems(name)
+    if problems:
+        raise CliError(f"invalid TrafficMap name {go_quote(name)}: {'; '.join(problems)}")
+    api = open_api(kubeconfig, context)
     try:
-        api = Api(kubeconfig, context)
-    except KubeconfigError:
-        raise CliError("resolve namespace: Unavailable") from None
-    try:
-        ns = namespace if namespace is not None else api.namespace
+        ns = resolved_namespace(api, namespace)
         try:
             tmap = api.get(object_path("trafficmaps", ns, name))
         except ApiFailure as failure:

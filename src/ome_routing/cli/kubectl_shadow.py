@@ -11,9 +11,16 @@ from typing import Any
 
 import click
 
-from ome_routing.cli.kubectl_api import Api, ApiFailure, KubeconfigError, object_path
-from ome_routing.cli.kubectl_common import CliError, exactly_one, kubeconfig_options, print_report
-from ome_routing.core.names import dns1123_label_problems, dns1123_subdomain_problems
+from ome_routing.cli.kubectl_api import Api, ApiFailure, object_path
+from ome_routing.cli.kubectl_common import (
+    CliError,
+    exactly_one,
+    kubeconfig_options,
+    open_api,
+    print_report,
+    resolved_namespace,
+)
+from ome_routing.core.names import dns1123_subdomain_problems
 from ome_routing.core.shadow import ANNOTATION, API_VERSION
 from ome_routing.kubectl import shadow_diff
 from ome_routing.kubectl.gotext import go_quote
@@ -62,15 +69,9 @@ def diff_command(
     problems = dns1123_subdomain_problems(map_name)
     if problems:
         raise CliError(f"invalid TrafficMap name {go_quote(map_name)}: {'; '.join(problems)}")
+    api = open_api(kubeconfig, context)
     try:
-        api = Api(kubeconfig, context)
-    except KubeconfigError as err:
-        raise CliError(f"resolve namespace: {err}") from None
-    try:
-        ns = namespace if namespace is not None else api.namespace
-        problems = dns1123_label_problems(ns)
-        if problems:
-            raise CliError(f"invalid resolved namespace: {'; '.join(problems)}")
+        ns = resolved_namespace(api, namespace)
         target = go_quote(f"{ns}/{map_name}")
         tmap = _get(api, object_path("trafficmaps", ns, map_name), "TrafficMap", target)
         if tmap is None:

@@ -27,10 +27,12 @@ from ome_routing.cli.kubectl_common import (
     exactly_one,
     kubeconfig_options,
     now,
+    open_api,
     print_report,
+    resolved_namespace,
 )
 from ome_routing.cli.kubectl_shadow import diff_command
-from ome_routing.core.names import dns1123_label_problems, dns1123_subdomain_problems
+from ome_routing.core.names import dns1123_subdomain_problems
 from ome_routing.kubectl import (
     actions,
     drain_checks,
@@ -99,17 +101,9 @@ def _read_service(
     problems = dns1123_subdomain_problems(name)
     if problems:
         raise CliError(f"invalid InferenceService name {go_quote(name)}: {'; '.join(problems)}")
+    api = open_api(kubeconfig, context)
     try:
-        api = Api(kubeconfig, context)
-    except KubeconfigError as err:
-        raise CliError(f"resolve namespace: {err}") from None
-    try:
-        ns = namespace if namespace is not None else api.namespace
-        if ns == "":
-            raise CliError("resolved namespace must not be empty")
-        problems = dns1123_label_problems(ns)
-        if problems:
-            raise CliError(f"invalid resolved namespace: {'; '.join(problems)}")
+        ns = resolved_namespace(api, namespace)
         target = go_quote(f"{ns}/{name}")
         try:
             isvc = api.get(object_path("inferenceservices", ns, name))

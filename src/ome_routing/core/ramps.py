@@ -60,6 +60,8 @@ from ome_routing.core.weights import MILLI, normalize
 MAX_INCREASE_ANNOTATION = "routing.ome-routing.io/max-increase-per-period"
 #: The TrafficMap annotation that shows each home's target and ramped weight.
 RAMP_ANNOTATION = "routing.ome-routing.io/ramp"
+#: the longest ramp annotation read (ours holds a few hundred bytes a home); longer is no state
+MAX_STATE_BYTES = 64 * 1024
 #: The chart's value, as the controller's config spells it.
 CHART_FIELD = "routing.ramp.maxIncreasePerPeriod"
 RAMP_FIELDS: tuple[str, ...] = ("maxIncreasePerPeriod",)
@@ -297,7 +299,7 @@ def state_to_annotation(state: RampState) -> str:
 def state_from_annotation(text: str | None) -> RampState | None:
     """The annotation as written by `state_to_annotation`; None when absent or unreadable
     (someone edited it): the ramp then goes on from the map's weights alone."""
-    if not text:
+    if not text or len(text) > MAX_STATE_BYTES:
         return None
     try:
         document = json.loads(text)
@@ -318,7 +320,7 @@ def state_from_annotation(text: str | None) -> RampState | None:
             parse_rfc3339(stamp) if stamp is not None else None,
             homes,
         )
-    except (ValueError, TypeError, KeyError, AttributeError, ZeroDivisionError):
+    except (ValueError, TypeError, KeyError, AttributeError, ZeroDivisionError, RecursionError):
         return None
 
 

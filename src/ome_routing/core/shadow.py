@@ -75,14 +75,31 @@ class ShadowSource:
     block: Mapping[str, Any]
 
 
+#: The most bytes a shadow annotation may hold: a `spec.routing` block is a few hundred; the
+#: API server allows 256 KiB of annotations, which a tenant's service must not make us parse
+MAX_ANNOTATION_BYTES = 32 * 1024
+#: how much of an oversized or unparsable value an error quotes
+_SHOWN = 64
+
+
 def read_block(value: object, field_name: str) -> Mapping[str, Any]:
     """A shadow block: a JSON object (text for the annotation, a mapping for the chart)."""
     if isinstance(value, str):
         text = value
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_ANNOTATION_BYTES:
+            raise ShadowError(
+                f"{field_name}: {go_q(text[:_SHOWN])}... is {size} bytes, more than the limit "
+                f"of {MAX_ANNOTATION_BYTES}"
+            )
         try:
             value = json.loads(text)
         except ValueError as err:
             raise ShadowError(f"{field_name}: {go_q(text)} is not a JSON object: {err}") from None
+        except RecursionError:  # nesting too deep for the parser: not a routing block
+            raise ShadowError(
+                f"{field_name}: {go_q(text[:_SHOWN])}... is not a JSON object: nested too deeply"
+            ) from None
     if not isinstance(value, Mapping):
         shown = json.dumps(value) if not isinstance(value, str) else go_q(value)
         raise ShadowError(f"{field_name}: {shown} must be an object shaped like {ROUTING_FIELD}")
