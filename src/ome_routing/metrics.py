@@ -301,6 +301,29 @@ class RoutingMetrics:
             "1 while this replica holds the leader Lease.",
             registry=self.registry,
         )
+        # sharding (ours, `--sharding`): coverage of the shard Leases as this replica sees it
+        self.shards_held = Gauge(
+            "ome_routing_shards_held",
+            "Shards whose Lease this replica holds.",
+            registry=self.registry,
+        )
+        self.shards_unowned = Gauge(
+            "ome_routing_shards_unowned",
+            "Shards this replica sees with no live holder.",
+            registry=self.registry,
+        )
+        self.shard_members = Gauge(
+            "ome_routing_shard_members",
+            "Live members of the shard group this replica sees (itself included).",
+            registry=self.registry,
+        )
+        self.shard_transitions = Counter(
+            "ome_routing_shard_transitions_total",
+            "Shard tenures of this replica begun or ended, by reason "
+            "(acquired, handed_over, lost, released).",
+            ["reason"],
+            registry=self.registry,
+        )
 
     def set_fallback_homes(self, namespace: str, name: str, count: int | None) -> None:
         """Set the gauge for one map; None (poll off, or map gone) removes its series."""
