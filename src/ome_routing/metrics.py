@@ -298,7 +298,7 @@ class RoutingMetrics:
         self.shadow_divergence = ShadowDivergence(self.registry)
         self.leader = Gauge(
             "ome_routing_leader",
-            "1 while this replica holds the leader Lease.",
+            "1 while this replica holds the leader Lease (always 0 with --sharding: no leader).",
             registry=self.registry,
         )
         # sharding (ours, `--sharding`): coverage of the shard Leases as this replica sees it

@@ -26,10 +26,10 @@ from typing import Any
 from aiohttp import web
 from lightkube import KubeConfig
 
+from ome_routing.core.shards import shard_of
 from ome_routing.kube.fencing import FencedClient
 from ome_routing.kube.leader import ElectionSettings
 from ome_routing.kube.sharding import ShardGate, ShardLease
-from ome_routing.kube.shardwork import shard_of
 
 _PATH = re.compile(
     r"/apis/(?P<group>[^/]+)/(?P<version>[^/]+)"

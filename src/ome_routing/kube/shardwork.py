@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Protocol
 
+from ome_routing.core.shards import shard_of
 from ome_routing.kube.fencing import NotLeader
 from ome_routing.kube.sharding import ShardLease, writing_for
 
@@ -47,13 +47,6 @@ class ShardOwner(Protocol):
         on_acquired: Callable[[ShardLease], None],
         on_lost: Callable[[int], Awaitable[None]],
     ) -> None: ...
-
-
-def shard_of(namespace: str, name: str, shards: int) -> int:
-    """The key's shard: the first 8 bytes of sha256 of `namespace/name`, big-endian, mod
-    `shards` (the rule of `core.shards.shard_of`)."""
-    digest = hashlib.sha256(f"{namespace}/{name}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") % shards
 
 
 class ShardWork:
