@@ -13,10 +13,8 @@ import json
 
 import pytest
 
-from ome_routing.core.ramps import state_from_annotation
-MAX_STATE_BYTES = 65536
-from ome_routing.core.shadow import ANNOTATION, ShadowError, shadow_source
-MAX_ANNOTATION_BYTES = 32768
+from ome_routing.core.ramps import MAX_STATE_BYTES, state_from_annotation
+from ome_routing.core.shadow import ANNOTATION, MAX_ANNOTATION_BYTES, ShadowError, shadow_source
 
 #: nested past the parser's recursion limit, yet within the size limit
 DEEP = "[" * 20_000
