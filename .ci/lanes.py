@@ -25,12 +25,16 @@ The lanes (see docs/developing.md, "CI times"):
   (the control plane), then tests/shards (sharded replicas under faults, each test on a
   control plane of its own), then docs and chart (the control plane and promtool).
 - gateway: the second half of tests/e2e, then tests/gateway (gateway group).
-- chaos: tests/chaos, alone: it starts once every other lane is done or waits for a build,
-  and no other suite starts while it runs (only the niced builds go on beside it). Warm,
-  that is after every other suite; cold, it runs while the gateways or promtool are still
-  being built, and the suites waiting for them start after it. Its fencing tests run on
-  8 s Leases and its hostile scenario counts how often 1,000 homes are polled, so it runs
-  as it would on a quiet machine.
+- chaos: most of tests/chaos (the control plane under faults, fencing, watches), then
+  e2e-sharded in two halves: the e2e files that run the controller command, again with
+  each controller two sharded replicas (`OME_ROUTING_E2E_SHARDED=2`,
+  tests/e2e/controller_harness.py); then chaos-quiet alone: it starts once every other
+  lane is done or waits for a build, and no other suite starts while it runs (only the
+  niced builds go on beside it). Warm, that is after every other suite; cold, while the
+  gateways or promtool are still being built, and the suites waiting for them start after
+  it. It is the chaos suite's two files whose figures a loaded machine lowers: the hostile
+  scenario counts how often 1,000 homes are polled, and the control-plane test counts the
+  writes at rest.
 
 SIGTERM or SIGINT to this process is passed on to every step running as SIGINT, so that
 each pytest stops its control planes and gateways, and the summary is still printed.
@@ -70,7 +74,32 @@ EXPECTED_SKIPS: tuple[tuple[str, str, str], ...] = (
     # The compiled poll path (mypyc) forbids subclassing Dispatcher, which these tests do;
     # the same tests run in the `integration` step on the interpreted path.
     ("compiled", r"tests/integration/test_dispatch_ring\.py::", r"compiled poll path"),
+    # Sharded e2e: a leader and a standby on one Lease is leader election, which sharding
+    # replaces; the same test runs in the e2e halves.
+    (
+        "e2e-sharded-1",
+        r"tests/e2e/test_controller\.py::test_only_the_leader_polls_and_a_standby_takes_over$",
+        r"not in sharded mode \(OME_ROUTING_E2E_SHARDED\): a leader and a standby on one Lease",
+    ),
 )
+
+#: The e2e files that run `ome-routing controller` (routing, publishing, both as the
+#: chart's ServiceAccount): steps e2e-sharded-1 and -2 run them again with each controller as two
+#: sharded replicas (tests/e2e/controller_harness.py, `OME_ROUTING_E2E_SHARDED`).
+E2E_SHARDED = tuple(
+    f"tests/e2e/test_{name}.py"
+    for name in (
+        "controller", "home_identity", "journal", "plan_routing", "probes", "publisher",
+        "publisher_caches", "publisher_claims", "publisher_owner", "publisher_rbac",
+        "publisher_settings", "ramp_controller", "rbac", "reaping", "reporter_kubernetes",
+        "routing_changes", "shadow", "shadow_rbac",
+    )
+)  # fmt: skip
+
+#: e2e-sharded's two steps (every other file): each about as long as a half of tests/e2e
+E2E_SHARDED_HALVES = (E2E_SHARDED[0::2], E2E_SHARDED[1::2])
+#: the chaos files that run alone (`chaos-quiet`): their figures are ones load lowers
+CHAOS_QUIET = ("tests/chaos/test_control_plane.py", "tests/chaos/test_hostile_reporters.py")
 
 
 @dataclass
@@ -84,6 +113,8 @@ class Step:
     build: bool = False
     # run with no other suite beside it (builds only), see `_enter`
     alone: bool = False
+    # added to the run's environment
+    env: dict[str, str] = field(default_factory=dict)
     # results
     status: str = "pending"  # pending, passed, failed, not run
     seconds: float = 0.0
@@ -105,9 +136,12 @@ def pytest_step(
     needs: tuple[str, ...] = (),
     exclusive: str | None = None,
     alone: bool = False,
+    env: dict[str, str] | None = None,
 ) -> Step:
     argv = [str(BIN / "pytest"), *paths, "-q", "-p", "no:cacheprovider", "--durations=20"]
-    return Step(name, argv, needs=needs, exclusive=exclusive, pytest=True, alone=alone)
+    return Step(
+        name, argv, needs=needs, exclusive=exclusive, pytest=True, alone=alone, env=env or {}
+    )
 
 
 def build_step(name: str, argv: list[str], needs: tuple[str, ...] = ()) -> Step:
@@ -136,6 +170,11 @@ def plan() -> dict[str, list[Step]]:
     plane = ("tools-control-plane", "tools-gateway-api")
     gateways = (*plane, "tools-gateways")
     e2e = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests" / "e2e").glob("test_*.py"))
+    chaos_rest = sorted(
+        path
+        for path in (str(p.relative_to(REPO)) for p in (REPO / "tests" / "chaos").glob("test_*.py"))
+        if path not in CHAOS_QUIET
+    )
     node_tools: list[Step] = []
     image_build: list[Step] = []
     if ROOT:
@@ -201,12 +240,22 @@ def plan() -> dict[str, list[Step]]:
             pytest_step("e2e-2", *e2e[1::2], needs=plane),
             pytest_step("gateway", "tests/gateway", needs=("tools-gateways",), exclusive="gateway"),
         ],
-        # alone (`_enter`): its fencing tests run on 8 s Leases and its hostile scenario
-        # measures how often 1,000 homes are polled, which two busy cores shared with e2e
-        # and node cannot keep (a run beside them failed both ways). Warm, it runs last;
-        # cold, as soon as every other suite is done or waits for a build, beside the
-        # builds only (niced), and the suites that wait for them start after it.
-        "chaos": [pytest_step("chaos", "tests/chaos", needs=plane, alone=True)],
+        # most of tests/chaos and the sharded e2e beside the other lanes, then alone
+        # (`_enter`) the two chaos files whose figures two busy cores lower: how often
+        # 1,000 hostile homes are polled, and the writes at rest after the control plane
+        # comes back (a run beside e2e and node failed both). Warm, chaos-quiet runs
+        # last; cold, as soon as every other suite is done or waits for a build, beside
+        # the builds only (niced), and the suites that wait for them start after it.
+        "chaos": [
+            pytest_step("chaos", *chaos_rest, needs=plane),
+            *(
+                pytest_step(
+                    f"e2e-sharded-{n}", *half, needs=plane, env={"OME_ROUTING_E2E_SHARDED": "2"}
+                )
+                for n, half in enumerate(E2E_SHARDED_HALVES, start=1)
+            ),
+            pytest_step("chaos-quiet", *CHAOS_QUIET, needs=plane, alone=True),
+        ],
     }
 
 
@@ -317,7 +366,7 @@ def run_step(lane: str, step: Step, env: dict[str, str]) -> None:
         _enter(step)
         say(f"{lane}: {step.name} started")
         started = time.monotonic()
-        step_env = dict(env)
+        step_env = dict(env) | step.env
         if step.pytest:
             step.junit.unlink(missing_ok=True)
             extra = f"--junitxml={step.junit} -o junit_family=xunit1"

@@ -32,6 +32,7 @@ from controller_harness import (
     isvc_manifest,
     kubectl,
     place,
+    unsharded_only,
 )
 from lightkube import AsyncClient
 from map_watch import MapHistory, settled
@@ -545,6 +546,7 @@ async def test_a_controller_restart_starts_every_home_over(
     }
 
 
+@unsharded_only("a leader and a standby on one Lease: leader election, which sharding replaces")
 async def test_only_the_leader_polls_and_a_standby_takes_over(scene: Scene) -> None:
     await scene.route()
     leader = await scene.start(lease="pair")
@@ -735,9 +737,10 @@ async def test_the_controller_and_the_publisher_share_one_watch_of_maps_and_serv
     await eventually(both_started, what="the publisher started")
     await scene.until_ceilings()
     after = await open_watches(scene.plane)
+    processes = len(process.replicas)  # sharded: each replica has its own
     for resource in ("trafficmaps", "inferenceservices"):
         opened = after.get(resource, 0.0) - before.get(resource, 0.0)
-        assert opened == 1, f"{resource}: {opened:g} watches opened by one controller"
+        assert opened == processes, f"{resource}: {opened:g} watches opened by {processes}"
     # as OME's routing controller, it never reads WorkloadClusters
     opened = after.get("workloadclusters", 0.0) - before.get("workloadclusters", 0.0)
     assert opened == 0, f"workloadclusters: {opened:g} watches opened"

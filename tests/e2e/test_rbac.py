@@ -31,6 +31,7 @@ import yaml
 from controller_harness import (
     FAST_POLL,
     ROUTING_ON,
+    SHARDED_CHART_VALUES,
     ControllerProcess,
     Reporter,
     entry,
@@ -99,6 +100,7 @@ def chart_rbac(plane: LocalControlPlane, release_namespace: str, *sets: str) -> 
             str(CHART),
             "--namespace",
             release_namespace,
+            *SHARDED_CHART_VALUES,  # in sharded mode, the grants the replicas need
             *sets,
             "--show-only",
             "templates/serviceaccount.yaml",

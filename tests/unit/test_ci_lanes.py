@@ -7,6 +7,7 @@ lanes read each suite's log and junit report.
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -177,3 +178,59 @@ def test_an_alone_step_runs_beside_builds_and_holds_the_suites_that_wait_for_the
     assert start > events.index(("end", "unit")) and start > events.index(("end", "e2e"))
     assert start < events.index(("end", "gateways")) < end  # beside the build
     assert events.index(("start", "gateway")) > end  # held until it ended
+
+
+def test_a_steps_environment_reaches_its_process_and_no_other(
+    lanes: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code = (
+        "import os, sys; f = open(sys.argv[1], 'a'); "
+        "f.write('start:%s\\nend:%s\\n' % (sys.argv[2], os.environ.get('SHARDED', 'unset')))"
+    )
+    marks = str(tmp_path / "marks")
+    plan = {
+        "a": [
+            lanes.Step("sharded", [sys.executable, "-c", code, marks, "sharded"],
+                       env={"SHARDED": "2"}),
+            lanes.Step("plain", [sys.executable, "-c", code, marks, "plain"]),
+        ]
+    }  # fmt: skip
+    events = _run_lanes(lanes, tmp_path, monkeypatch, plan)
+    assert events == [("start", "sharded"), ("end", "2"), ("start", "plain"), ("end", "unset")]
+
+
+def test_the_e2e_sharded_steps_run_the_listed_files_with_two_replicas(lanes: ModuleType) -> None:
+    steps = [s for s in lanes.plan()["chaos"] if s.name.startswith("e2e-sharded-")]
+    assert [s.name for s in steps] == ["e2e-sharded-1", "e2e-sharded-2"]
+    assert all(step.env == {"OME_ROUTING_E2E_SHARDED": "2"} for step in steps)
+    files = [a for step in steps for a in step.argv if a.startswith("tests/")]
+    assert sorted(files) == sorted(lanes.E2E_SHARDED)
+    assert len(files) == len(set(files)) == 18
+    assert all((lanes.REPO / path).is_file() for path in lanes.E2E_SHARDED)
+
+
+def test_the_chaos_suite_runs_whole_and_only_two_files_alone(lanes: ModuleType) -> None:
+    chaos = {s.name: s for s in lanes.plan()["chaos"]}
+    quiet = [a for a in chaos["chaos-quiet"].argv if a.startswith("tests/")]
+    rest = [a for a in chaos["chaos"].argv if a.startswith("tests/")]
+    assert quiet == ["tests/chaos/test_control_plane.py", "tests/chaos/test_hostile_reporters.py"]
+    assert chaos["chaos-quiet"].alone and not chaos["chaos"].alone
+    every = sorted(f"tests/chaos/{p.name}" for p in (lanes.REPO / "tests/chaos").glob("test_*.py"))
+    assert sorted(quiet + rest) == every
+    assert not set(quiet) & set(rest)
+
+
+def test_every_sharded_skip_of_the_e2e_sharded_files_is_allowlisted(lanes: ModuleType) -> None:
+    """Each `@unsharded_only(reason)` test of those files skips with a reason the allowlist
+    expects in the e2e-sharded step that runs its file, and only there."""
+    marked = re.compile(r'@unsharded_only\(\s*"([^"]+)"\s*\)\s*\n(?:@.*\n)*async def (\w+)')
+    found = []
+    for n, half in enumerate(lanes.E2E_SHARDED_HALVES, start=1):
+        for path in half:
+            for why, name in marked.findall((lanes.REPO / path).read_text()):
+                test_id = f"{path}::{name}"
+                reason = f"not in sharded mode (OME_ROUTING_E2E_SHARDED): {why}"
+                assert lanes.expected(f"e2e-sharded-{n}", test_id, reason), test_id
+                assert not lanes.expected("e2e-2", test_id, reason), test_id
+                found.append(test_id)
+    assert found, "no test is skipped in sharded mode"
