@@ -298,7 +298,30 @@ class RoutingMetrics:
         self.shadow_divergence = ShadowDivergence(self.registry)
         self.leader = Gauge(
             "ome_routing_leader",
-            "1 while this replica holds the leader Lease.",
+            "1 while this replica holds the leader Lease (always 0 with --sharding: no leader).",
+            registry=self.registry,
+        )
+        # sharding (ours, `--sharding`): coverage of the shard Leases as this replica sees it
+        self.shards_held = Gauge(
+            "ome_routing_shards_held",
+            "Shards whose Lease this replica holds.",
+            registry=self.registry,
+        )
+        self.shards_unowned = Gauge(
+            "ome_routing_shards_unowned",
+            "Shards this replica sees with no live holder.",
+            registry=self.registry,
+        )
+        self.shard_members = Gauge(
+            "ome_routing_shard_members",
+            "Live members of the shard group this replica sees (itself included).",
+            registry=self.registry,
+        )
+        self.shard_transitions = Counter(
+            "ome_routing_shard_transitions_total",
+            "Shard tenures of this replica begun or ended, by reason "
+            "(acquired, handed_over, lost, released).",
+            ["reason"],
             registry=self.registry,
         )
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 COMMAND = Path(sys.executable).parent / "ome-routing"
 CAPACITY_KEYS = "path, method, format, options, samples, quorum, period, timeout, maxAge"
@@ -116,3 +118,39 @@ def test_a_configmap_name_that_kubernetes_would_refuse_is_refused_naming_it(
         "Invalid value for '--config-map': 'Inference_Config' is not a ConfigMap name"
         in result.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("0", "0 is not in the range 1<=x<=1024"),
+        ("1025", "1025 is not in the range 1<=x<=1024"),
+        ("many", "'many' is not a valid integer range"),
+    ],
+)
+def test_a_shard_count_out_of_range_is_refused_naming_the_flag_and_the_value(
+    tmp_path: Path, value: str, why: str
+) -> None:
+    result = subprocess.run(
+        [str(COMMAND), "controller", "--sharding", "--shards", value,
+         "--kubeconfig", str(tmp_path / "no-kubeconfig")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert f"Invalid value for '--shards': {why}." in result.stderr
+
+
+def test_the_sharding_flags_are_taken_and_the_controller_goes_on_to_its_config(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text((EXAMPLES / "values.yaml").read_text())
+    result = subprocess.run(
+        [str(COMMAND), "controller", "--sharding", "--shards", "1024", "--config", str(path),
+         "--kubeconfig", str(tmp_path / "no-kubeconfig")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert [level_and_message(line) for line in result.stderr.splitlines()] == [
+        ("ERROR", "connect to the API server: no kubeconfig or in-cluster credentials")
+    ]
+    assert result.returncode == 1

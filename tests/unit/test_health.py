@@ -74,3 +74,22 @@ def test_a_cache_that_never_listed_does_not_fail_healthz() -> None:
     health = Health()
     health.watch(never)
     assert answer("healthz", health.liveness(now=1000.0)) == (200, "ok")
+
+
+def test_a_sharded_replica_is_ready_while_its_member_lease_answers_and_its_caches_listed() -> None:
+    """Holding no shard is no failure: a spare is ready, as a standby is."""
+    answering = True
+    maps = an_informer(TrafficMap, listed=False)
+    health = Health(member_answering=lambda: answering)
+    health.watch(maps, needed=True)
+    assert ready(health) == (
+        500,
+        "[+]shard-membership ok\n[-]informer-sync failed: reason withheld\nreadyz check failed\n",
+    )
+    maps.synced.set()
+    assert ready(health) == (200, "ok")
+    answering = False
+    assert ready(health) == (
+        500,
+        "[-]shard-membership failed: reason withheld\n[+]informer-sync ok\nreadyz check failed\n",
+    )

@@ -12,6 +12,16 @@ keeps a client of its own. A lost Lease ends the process with exit code 1 and
 `Failed to start manager` (error `leader election lost`), as OME's manager, so that
 Kubernetes restarts it as a standby.
 
+With `--sharding` (ours, off by default) there is no leader: each replica holds a member
+Lease and the shard Leases it is given (`kube.sharding.ShardSet`, on the plain client,
+outside any gate), and the caches, the routing controller and the publisher all run on
+every replica, each doing the work of the keys whose shard it holds. Their writes go
+through one `FencedClient` whose gate is `ShardGate`: every write is fenced by the
+tenure of its key's shard, set around the reconcile that makes it. A lost shard does not
+end the process (its keys are let go; another replica takes the shard), and
+`ome_routing_leader` stays 0. `--lease-name` names the group of Leases and the election's
+timings time them.
+
 The process's long-running tasks (the elector or the work, the collector's pacer, the
 signal watch) and the leader's (the caches, the routing controller, the publisher) run in
 task groups (`kube.tasks`): one that fails stops the rest, and the process exits with
@@ -61,6 +71,8 @@ from ome_routing.kube.fencing import FencedClient
 from ome_routing.kube.health import Health, answer, loop_time
 from ome_routing.kube.leader import LOST, ElectionSettings, LeaderElector, LeadershipLost
 from ome_routing.kube.publisher import Publisher
+from ome_routing.kube.sharding import ShardGate, ShardSet
+from ome_routing.kube.shardwork import ShardOwner
 from ome_routing.kube.tasks import failed_task, run_together
 from ome_routing.kube.watching import WatchTiming
 from ome_routing.logs import configure
@@ -78,6 +90,9 @@ FIELD_MANAGER = "ome-routing"
 CONFIGMAP = "inferenceservice-config"
 CONFIGMAP_KEY = "multicluster"
 LEASE_NAME = "ome-routing-controller"
+#: `--shards`: its default, and its bound (a Lease per shard, renewed every retry period)
+DEFAULT_SHARDS = 64
+MAX_SHARDS = 1024
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -281,27 +296,31 @@ async def _serve(options: dict[str, Any]) -> int:
         await stop.wait()
         raise _Stopped
 
+    def reconcilers(
+        writer: AsyncClient, shards: ShardOwner | None = None
+    ) -> dict[str, Coroutine[Any, Any, None]]:
+        # one watch and one cache of each kind for both reconcilers
+        caches = SharedCaches(writer, timing=timing)
+        # with routing off, the publisher only finalizes the maps that are deleted
+        publisher = Publisher(writer, config, metrics, caches=caches, timing=timing, shards=shards)
+        health.watch(*caches.informers, needed=True)
+        health.watch(*publisher.informers)
+        work = {"caches": caches.run(), "publisher": publisher.run()}
+        if config.routing_active:
+            work["routing-controller"] = Controller(
+                writer,
+                config,
+                metrics,
+                caches=caches,
+                poll_client_factory=lambda budget, limit: PollClient(budget, limit, trust=trust),
+                shards=shards,
+            ).run()
+        return work
+
     async def lead(writer: AsyncClient) -> None:
         metrics.leader.set(1)
         try:
-            # one watch and one cache of each kind for both reconcilers
-            caches = SharedCaches(writer, timing=timing)
-            # with routing off, the publisher only finalizes the maps that are deleted
-            publisher = Publisher(writer, config, metrics, caches=caches, timing=timing)
-            health.watch(*caches.informers, needed=True)
-            health.watch(*publisher.informers)
-            work = {"caches": caches.run(), "publisher": publisher.run()}
-            if config.routing_active:
-                work["routing-controller"] = Controller(
-                    writer,
-                    config,
-                    metrics,
-                    caches=caches,
-                    poll_client_factory=lambda budget, limit: PollClient(
-                        budget, limit, trust=trust
-                    ),
-                ).run()
-            await run_together(work)
+            await run_together(reconcilers(writer))
         finally:
             metrics.leader.set(0)
 
@@ -329,10 +348,26 @@ async def _serve(options: dict[str, Any]) -> int:
         "signals": until_stopped(),
         "gc-pacer": pace_collections(),
     }
+    identity = options["identity"] or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     if not control_plane:
         pass  # nothing to do but serve the probes and metrics until stopped
+    elif options["sharding"]:
+        shard_set = ShardSet(
+            client,
+            namespace=namespace,
+            group=options["lease_name"],
+            identity=identity,
+            shards=options["shards"],
+            settings=settings,
+            metrics=metrics,
+        )
+        health.member_answering = shard_set.answering
+        # every write of every replica's work passes the gate of its key's shard
+        fenced = FencedClient(ShardGate(), client.config, field_manager=FIELD_MANAGER)
+        tasks["shards"] = shard_set.run()
+        # subscribed to the shards (in their constructors) before the shards run
+        tasks.update(reconcilers(fenced, shard_set))
     elif options["leader_elect"]:
-        identity = options["identity"] or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         elector = LeaderElector(
             client,
             namespace=namespace,
@@ -456,11 +491,32 @@ async def _serve(options: dict[str, Any]) -> int:
     help="Gap between renewal attempts, and how often a standby looks at the Lease; the "
     "renew deadline must exceed 1.2 times it; unset: 2s.",
 )
-@click.option("--lease-name", default=LEASE_NAME, show_default=True)
+@click.option(
+    "--lease-name",
+    default=LEASE_NAME,
+    show_default=True,
+    help="The leader's Lease; with --sharding, the group its member and shard Leases are "
+    "named after.",
+)
 @click.option(
     "--identity",
     default=None,
     help="This replica's identity in the Lease; default: hostname and a random suffix.",
+)
+@click.option(
+    "--sharding/--no-sharding",
+    default=False,
+    show_default=True,
+    help="Split the routed services into --shards shards, each with a Lease and one writer, "
+    "over every replica, instead of electing one leader (ours, not OME's).",
+)
+@click.option(
+    "--shards",
+    type=click.IntRange(1, MAX_SHARDS),
+    default=DEFAULT_SHARDS,
+    show_default=True,
+    help=f"With --sharding, how many shards the routed services are split into (1 to "
+    f"{MAX_SHARDS}); every replica of a group must use the same number.",
 )
 @click.option(
     "--log-format", type=click.Choice(["console", "json"]), default="console", show_default=True

@@ -23,6 +23,17 @@ are spread over a period; a home that appears later is polled at once, as OME do
 Errors: a bad spec freezes one map and an API failure fails one pass; both are logged
 as OME's `Reconciler error` at every try and requeue the one key with a capped backoff
 (`Refused` for the first); neither stops the controller.
+
+**Sharded** (ours, `--sharding`; `shards` given): the controller does the work of the keys
+whose shard this replica holds, and nothing of the others (`kube.shardwork`). A key whose
+shard is not held is not reconciled: its homes leave the observer, its probes, shadow,
+ramp state, retries and per-map metrics are dropped, and nothing of it is written. Every
+reconcile runs inside `writing_for(tenure)` of its shard, so its writes (the map, its
+status, the journal's Events, the shadow map) pass the shard's gate. A shard acquired
+brings its cached keys into the queue; a shard lost is let go after the reconciles
+underway on it have finished (for at most `WRITE_GRACE_SECONDS`), and a `NotLeader` of a
+tenure that has ended drops the key quietly (a debug line), not as a `Reconciler error`.
+Without `shards` the controller is the leader's, as above.
 """
 
 from __future__ import annotations
@@ -53,6 +64,7 @@ from ome_routing.kube.probing import ProbeTargets
 from ome_routing.kube.reconcile import Frozen, NotOurs, Routed, Unrouted
 from ome_routing.kube.resources import InferenceService
 from ome_routing.kube.shadowing import ShadowMaps
+from ome_routing.kube.shardwork import ShardOwner, ShardWork
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
@@ -101,6 +113,7 @@ class Controller:
         clock: Callable[[], datetime] = wall_clock,
         poll_client_factory: Callable[[RequestBudget, int], PollClient] | None = None,
         caches: SharedCaches | None = None,
+        shards: ShardOwner | None = None,
     ) -> None:
         self._client = client
         self._config = config
@@ -129,6 +142,19 @@ class Controller:
         self._shadows = ShadowMaps(client, config, metrics, clock)
         self._ramps = ramping.Ramps(config)
         self.synced = asyncio.Event()
+        #: sharded (`--sharding`): the keys whose shard this replica holds, else None
+        self._shards = (
+            ShardWork(
+                shards,
+                keys=self._cached_keys,
+                enqueue=self._queue.add,
+                drop=self._drop,
+                grace=WRITE_GRACE_SECONDS,
+                name="placement-routing",
+            )
+            if shards is not None
+            else None
+        )
 
     def _listen(self, caches: SharedCaches) -> None:
         caches.isvcs.add_handler(self._on_isvc)
@@ -199,7 +225,10 @@ class Controller:
         reconciles that follow find them in place and keep their schedule.
         """
         assert self._isvcs is not None and self._maps is not None
+        shards = self._shards
         for key, isvc in self._isvcs.cache.items():
+            if shards is not None and shards.tenure(key) is None:
+                continue  # another replica's (or nobody's yet)
             try:
                 decision = reconcile.plan(isvc, self._maps.cache.get(key), self._config)
             except Exception:  # the reconcile meets it again, and reports it
@@ -219,6 +248,14 @@ class Controller:
         for key in {*self._isvcs.cache, *self._maps.cache}:
             self._queue.add(key)
 
+    def _cached_keys(self) -> set[ServiceKey]:
+        caches = self._caches
+        if self._isvcs is not None and self._maps is not None:
+            return {*self._isvcs.cache, *self._maps.cache}
+        if caches is not None:
+            return {*caches.isvcs.cache, *caches.maps.cache}
+        return set()
+
     # --- events -----------------------------------------------------------------
 
     def _on_isvc(self, key: ObjectKey, old: RawObject | None, new: RawObject | None) -> None:
@@ -236,6 +273,9 @@ class Controller:
     async def _worker(self) -> None:
         while True:
             key = await self._queue.get()
+            if self._shards is not None:
+                await self._sharded_pass(key, self._shards)
+                continue
             started = time.perf_counter()
             try:
                 result = await _finish_when_cancelled(self.reconcile(key), WRITE_GRACE_SECONDS)
@@ -243,24 +283,70 @@ class Controller:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # one key must not stop the others
-                result = err.result if isinstance(err, Refused) else "error"
-                attempt = self._retries.get(key, 0)
-                self._retries[key] = attempt + 1
-                delay = min(_RETRY_START * 2**attempt, _RETRY_MAX)
-                log.error(
-                    "Reconciler error",
-                    extra={
-                        "controller": "placement-routing",
-                        "isvc": f"{key[0]}/{key[1]}",
-                        "error": _api_message(err),
-                        "retryIn": f"{delay:.0f}s",
-                    },
-                )
-                self._queue.add_after(key, delay)
+                result = self._failed(key, err)
             finally:
                 self._queue.done(key)
             self._metrics.reconciles.labels(result=result).inc()
             self._metrics.reconcile_duration.observe(time.perf_counter() - started)
+
+    async def _sharded_pass(self, key: ServiceKey, shards: ShardWork) -> None:
+        """One pass of a key, sharded: only under its shard's live tenure, fenced by it."""
+        tenure = shards.tenure(key)
+        if tenure is None:
+            self._drop(key)
+            self._queue.done(key)
+            return
+        started = time.perf_counter()
+        try:
+            with shards.working(key, tenure):
+                # the tenure is in the context before the reconcile's task copies it
+                result = await _finish_when_cancelled(self.reconcile(key), WRITE_GRACE_SECONDS)
+            self._retries.pop(key, None)
+            if not self._cached(key):
+                shards.forget(key, tenure)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # one key must not stop the others
+            if shards.let_go(key, tenure, err):
+                self._drop(key)
+                return
+            result = self._failed(key, err)
+        finally:
+            self._queue.done(key)
+        self._metrics.reconciles.labels(result=result).inc()
+        self._metrics.reconcile_duration.observe(time.perf_counter() - started)
+
+    def _cached(self, key: ServiceKey) -> bool:
+        assert self._isvcs is not None and self._maps is not None
+        return key in self._isvcs.cache or key in self._maps.cache
+
+    def _failed(self, key: ServiceKey, err: Exception) -> str:
+        """Log a failed pass as OME's `Reconciler error` and requeue it with backoff."""
+        result = err.result if isinstance(err, Refused) else "error"
+        attempt = self._retries.get(key, 0)
+        self._retries[key] = attempt + 1
+        delay = min(_RETRY_START * 2**attempt, _RETRY_MAX)
+        log.error(
+            "Reconciler error",
+            extra={
+                "controller": "placement-routing",
+                "isvc": f"{key[0]}/{key[1]}",
+                "error": _api_message(err),
+                "retryIn": f"{delay:.0f}s",
+            },
+        )
+        self._queue.add_after(key, delay)
+        return result
+
+    def _drop(self, key: ServiceKey) -> None:
+        """A key whose shard this replica does not hold: keep nothing of it, write nothing."""
+        if self._observer is not None:
+            self._sync_homes(key, None)
+        self._forget_probes(key)
+        self._metrics.forget_map(key[0], key[1])
+        self._shadows.drop(key)
+        self._ramps.forget(key)
+        self._retries.pop(key, None)
 
     async def reconcile(self, key: ServiceKey) -> str:
         """Bring one service's TrafficMap in line; returns how it ended, for metrics."""

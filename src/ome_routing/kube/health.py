@@ -11,12 +11,15 @@ it does its part.
   is, campaigning for the Lease and its reads of the Lease answered within the renew
   deadline (`LeaderElector.answering`). A replica that leads but has not listed yet is not
   ready: it would route from an empty cache.
+  A sharded replica (`--sharding`) is ready when its member Lease was renewed within the
+  renew deadline (`ShardSet.answering`) and every cache it reads has listed; one that
+  holds no shard is a healthy spare, as a standby is.
 
 The answers are controller-runtime's healthz handler's, so that the probes read as a Go
 manager's do: `ok` (200) when every check passes, otherwise 500 with one line per check
 (`[+]name ok`, `[-]name failed: reason withheld`) and `healthz check failed` (or
 `readyz ...`). The reason is logged, once per change, not served. The check names
-(`watches`, `informer-sync`, `leader-election`) are ours: OME's manager registers only
+(`watches`, `informer-sync`, `leader-election`, `shard-membership`) are ours: OME's manager registers only
 controller-runtime's `ping`.
 
 This module only judges; the HTTP server is the command's (`cli.controller`).
@@ -60,13 +63,15 @@ class Health:
     `informers` are every cache of the replica (dead watches fail `/healthz`); `needed`
     are the ones it must have listed to be ready while it leads. `leading` and
     `standby_answering` come from the elector; without leader election (`elector` unset)
-    the replica is always the one doing the work.
+    the replica is always the one doing the work. `member_answering` (sharded) comes from
+    the `ShardSet`: set, it replaces the election's check.
     """
 
     #: whether this replica has work that needs the caches (a control plane replica)
     has_work: bool = True
     leading: Callable[[], bool] | None = None
     standby_answering: Callable[[], bool] | None = None
+    member_answering: Callable[[], bool] | None = None
     informers: list[Informer] = field(default_factory=list)
     needed: list[Informer] = field(default_factory=list)
     _logged: dict[str, str | None] = field(default_factory=dict)
@@ -92,6 +97,8 @@ class Health:
     def readiness(self) -> list[Check]:
         if not self.has_work:
             return [Check("informer-sync")]
+        if self.member_answering is not None:
+            return self._sharded_readiness(self.member_answering())
         leading = self.leading is None or self.leading()
         if not leading:
             answering = self.standby_answering is not None and self.standby_answering()
@@ -106,6 +113,19 @@ class Health:
         elif unsynced:
             unlisted = f"caches not listed yet: {', '.join(unsynced)}"
         return [Check("leader-election"), self._logged_check("informer-sync", unlisted)]
+
+    def _sharded_readiness(self, answering: bool) -> list[Check]:
+        member = None if answering else "the member Lease went unrenewed past the renew deadline"
+        unsynced = [i.kind for i in self.needed if not i.synced.is_set()]
+        unlisted = None
+        if not self.needed:
+            unlisted = "the caches are not set up yet"
+        elif unsynced:
+            unlisted = f"caches not listed yet: {', '.join(unsynced)}"
+        return [
+            self._logged_check("shard-membership", member),
+            self._logged_check("informer-sync", unlisted),
+        ]
 
     def _logged_check(self, name: str, problem: str | None) -> Check:
         if self._logged.get(name, None) != problem and (problem or name in self._logged):

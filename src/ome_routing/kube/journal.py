@@ -17,6 +17,11 @@ instead of creating an Event; every write takes a token of the map's bucket, and
 series update that finds none is sent by `run` once one is there. A series update that
 finds its Event gone (404: the API server's `--event-ttl` passed) creates it again.
 
+Sharded (`--sharding`), each write is sent inside `writing_for` of the shard tenure that
+was in force when its change was recorded (`WRITING_FOR`, set around the reconcile that
+recorded it), so it passes that shard's gate; a write whose tenure has ended by the time
+it is sent is dropped (a debug line): the shard's new holder journals its own changes.
+
 Event fields: `regarding` the TrafficMap, `reportingController`
 `routing.ome-routing.io/placement-routing`, `reportingInstance` that name and the host's
 (as client-go's `NewRecorder`), `action` `UpdateWeight`, `reason` the first cause,
@@ -56,7 +61,9 @@ from ome_routing.core.journal import (
 from ome_routing.core.placement import PlacedHome
 from ome_routing.core.ramps import RAMP_ANNOTATION, RampState, state_from_annotation
 from ome_routing.core.trafficmap import PollingState
+from ome_routing.kube.fencing import NotLeader
 from ome_routing.kube.reconcile import Routed
+from ome_routing.kube.sharding import WRITING_FOR, ShardLease, writing_for
 
 log = logging.getLogger("ome_routing.journal")
 
@@ -85,6 +92,8 @@ class _Tracked:
     ref: MapRef
     change: Change
     series: Series
+    #: sharded: the shard tenure of the reconcile that last recorded it (None: unsharded)
+    tenure: ShardLease | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +101,8 @@ class _Write:
     key: SeriesKey
     #: None: create the Event; else the series count to write
     count: int | None
+    #: sharded: the shard tenure it is written under (None: unsharded)
+    tenure: ShardLease | None = None
 
 
 def map_ref(tmap: Mapping[str, Any]) -> MapRef:
@@ -218,14 +229,16 @@ class Journal:
         tracked = self._tracked.get(key)
         if tracked is not None and tracked.series.open(now):
             tracked.series = tracked.series.repeat(now)
+            tracked.tenure = WRITING_FOR.get()
             if self._take(ref.uid, now):
                 self._write(key, tracked)
                 return "series"
             return "series held"
         if not self._take(ref.uid, now):
             return "dropped"
-        self._tracked[key] = _Tracked(ref, change, Series(name="", first=now, last=now))
-        self._put(_Write(key, None))
+        tenure = WRITING_FOR.get()
+        self._tracked[key] = _Tracked(ref, change, Series(name="", first=now, last=now), tenure)
+        self._put(_Write(key, None, tenure))
         if len(self._tracked) > MAX_SERIES:
             oldest = min(self._tracked, key=lambda k: self._tracked[k].series.last)
             del self._tracked[oldest]
@@ -233,7 +246,7 @@ class Journal:
 
     def _write(self, key: SeriesKey, tracked: _Tracked) -> None:
         tracked.series = tracked.series.wrote(tracked.series.count)
-        self._put(_Write(key, tracked.series.count))
+        self._put(_Write(key, tracked.series.count, tracked.tenure))
 
     def _put(self, write: _Write) -> None:
         try:
@@ -283,22 +296,45 @@ class Journal:
         tracked = self._tracked.get(write.key)
         if tracked is None:
             return
+        tenure = write.tenure
+        if tenure is not None and tenure.ended:
+            self._dropped(tracked, tenure)
+            return
         try:
-            if write.count is None:
-                await self._create(tracked, None)
-            else:
-                await self._update(tracked, write.count)
+            with writing_for(tenure):
+                if write.count is None:
+                    await self._create(tracked, None)
+                else:
+                    await self._update(tracked, write.count)
         except asyncio.CancelledError:
             raise
+        except NotLeader as err:
+            if tenure is not None and tenure.ended:
+                self._dropped(tracked, tenure)
+                return
+            self._not_written(tracked, err)
         except Exception as err:  # never fail the controller for its journal
-            log.error(
-                "journal event not written",
-                extra={
-                    "trafficmap": f"{tracked.ref.namespace}/{tracked.ref.name}",
-                    "note": tracked.change.note,
-                    "error": _message(err),
-                },
-            )
+            self._not_written(tracked, err)
+
+    def _dropped(self, tracked: _Tracked, tenure: ShardLease) -> None:
+        log.debug(
+            "journal event dropped: its shard is no longer held",
+            extra={
+                "trafficmap": f"{tracked.ref.namespace}/{tracked.ref.name}",
+                "note": tracked.change.note,
+                "shard": tenure.shard,
+            },
+        )
+
+    def _not_written(self, tracked: _Tracked, err: BaseException) -> None:
+        log.error(
+            "journal event not written",
+            extra={
+                "trafficmap": f"{tracked.ref.namespace}/{tracked.ref.name}",
+                "note": tracked.change.note,
+                "error": _message(err),
+            },
+        )
 
     async def _create(self, tracked: _Tracked, count: int | None) -> None:
         now = self._clock()

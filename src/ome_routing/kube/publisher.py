@@ -48,6 +48,13 @@ The publisher writes the map (its finalizer, its status) with the map's resource
 as field manager `ome-trafficmap-publisher` (OME's), so it never overwrites the routing
 controller's newer conditions, nor a newer leader's; a conflict is retried at once, on the
 map the cache holds by then. Its objects are fenced the same way (`kube.publishing`).
+
+**Sharded** (ours, `--sharding`; `shards` given): it reconciles only the maps whose shard
+this replica holds, each inside `writing_for(tenure)` of that shard, so its writes (the
+map, the route, the backends) pass the shard's gate; the others are not read or written,
+and what it kept of them (the publication applied, retries, metrics) is dropped. A shard
+acquired brings its cached maps into the queue; a shard lost is let go after the
+reconciles underway on it have finished (`kube.shardwork`).
 """
 
 from __future__ import annotations
@@ -107,6 +114,7 @@ from ome_routing.kube.publisher_inputs import (
 )
 from ome_routing.kube.publishing import FIELD_MANAGER, Publishing
 from ome_routing.kube.resources import TrafficMap
+from ome_routing.kube.shardwork import ShardOwner, ShardWork
 from ome_routing.kube.watching import WATCH_TIMING, Informer, ObjectKey, RawObject, WatchTiming
 from ome_routing.kube.workqueue import WorkQueue
 from ome_routing.metrics import RoutingMetrics
@@ -132,6 +140,7 @@ class Publisher:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         caches: SharedCaches | None = None,
         timing: WatchTiming = WATCH_TIMING,
+        shards: ShardOwner | None = None,
     ) -> None:
         self._client = client
         self._config = config
@@ -159,6 +168,19 @@ class Publisher:
         #: per map, the publication its last reconcile applied without error
         self._applied: dict[ObjectKey, Publication] = {}
         self.synced = asyncio.Event()
+        #: sharded (`--sharding`): the maps whose shard this replica holds, else None
+        self._shards = (
+            ShardWork(
+                shards,
+                keys=self._cached_keys,
+                enqueue=self._queue.add,
+                drop=self._drop,
+                grace=WRITE_GRACE_SECONDS,
+                name="publisher",
+            )
+            if shards is not None
+            else None
+        )
 
     @property
     def informers(self) -> tuple[Informer, ...]:
@@ -216,27 +238,70 @@ class Publisher:
             for key in list(self._maps.cache):
                 self._queue.add(key)
 
+    def _cached_keys(self) -> list[ObjectKey]:
+        maps = self._maps
+        if maps is None and self._caches is not None:
+            maps = self._caches.maps
+        return list(maps.cache) if maps is not None else []
+
+    def _drop(self, key: ObjectKey) -> None:
+        """A map whose shard this replica does not hold: keep nothing of it, write nothing."""
+        self._applied.pop(key, None)
+        self._retries.pop(key, None)
+        self._metrics.forget_publication(*key)
+
     async def _worker(self) -> None:
         while True:
             key = await self._queue.get()
+            if self._shards is not None:
+                await self._sharded_pass(key, self._shards)
+                continue
             try:
                 # a stopping worker finishes the reconcile it is in, as the routing one does
                 await _finish_when_cancelled(self._reconciled(key), WRITE_GRACE_SECONDS)
                 self._retries.pop(key, None)
             except asyncio.CancelledError:
                 raise
-            except _Conflict:
-                self._applied.pop(key, None)
-                self._queue.add_after(key, 0.05)
             except Exception as err:  # one map must not stop the others
-                self._applied.pop(key, None)
-                attempt = self._retries.get(key, 0)
-                self._retries[key] = attempt + 1
-                delay = min(_RETRY_START * 2**attempt, _RETRY_MAX)
-                log.warning("publish TrafficMap %s/%s failed: %s", key[0], key[1], err)
-                self._queue.add_after(key, delay)
+                self._failed(key, err)
             finally:
                 self._queue.done(key)
+
+    def _failed(self, key: ObjectKey, err: Exception) -> None:
+        """A conflict is retried at once; another failure with a capped backoff."""
+        self._applied.pop(key, None)
+        if isinstance(err, _Conflict):
+            self._queue.add_after(key, 0.05)
+            return
+        attempt = self._retries.get(key, 0)
+        self._retries[key] = attempt + 1
+        delay = min(_RETRY_START * 2**attempt, _RETRY_MAX)
+        log.warning("publish TrafficMap %s/%s failed: %s", key[0], key[1], err)
+        self._queue.add_after(key, delay)
+
+    async def _sharded_pass(self, key: ObjectKey, shards: ShardWork) -> None:
+        """One pass of a map, sharded: only under its shard's live tenure, fenced by it."""
+        tenure = shards.tenure(key)
+        if tenure is None:
+            self._drop(key)
+            self._queue.done(key)
+            return
+        try:
+            with shards.working(key, tenure):
+                # the tenure is in the context before the reconcile's task copies it
+                await _finish_when_cancelled(self._reconciled(key), WRITE_GRACE_SECONDS)
+            self._retries.pop(key, None)
+            if self._maps is not None and key not in self._maps.cache:
+                shards.forget(key, tenure)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # one map must not stop the others
+            if shards.let_go(key, tenure, err):
+                self._drop(key)
+                return
+            self._failed(key, err)
+        finally:
+            self._queue.done(key)
 
     # --- one map ----------------------------------------------------------------------
 

@@ -21,18 +21,78 @@ Which shard a request is for is carried by the context: `writing_for(lease)` set
 the requests of everything the reconcile starts carry it too), and `ShardGate`, the
 `WriteGate` of the replica's one `FencedClient`, asks that tenure. A write with no
 tenure in its context is refused: in sharded mode every write belongs to a key.
+
+**The Leases (`ShardSet`).** One loop per replica, every retry period jittered as the
+elector's (`kube.leader.jittered`): renew the member Lease (create it when missing);
+list the group's Leases by label, in one call; judge each Lease's liveness on this
+replica's own monotonic clock from when it last saw its holder or renewTime change (as
+`kube.leader.lease_is_free`, so clock skew between replicas does not matter); assign
+the shards over the live members and itself (`core.shards.assign`); then, concurrently
+(at most `CONCURRENT_REQUESTS` at once):
+
+- renew each held shard with the resourceVersion it read; a conflict, another holder in
+  the list, or the renew deadline passing ends the tenure as a **loss** (the gate shut
+  first, then `on_lost` awaited, the Lease left alone);
+- **hand over** each held shard whose preferred member is another live member:
+  `on_lost` awaited with the gate open (reconciles in flight finish their writes), the
+  gate shut, the Lease released (no holder), so the preferred member takes it on its
+  next turn and a watch on the Lease sees holder, no holder, new holder;
+- acquire each free shard it is preferred for (create the Lease when missing, else
+  replace with the resourceVersion read), and a shard free in its view for a whole
+  lease duration even if not preferred (a preferred member that never takes it, as one
+  whose grant does not name the shard's Lease, must not leave it unowned); such a shard
+  is kept `FALLBACK_HOLD_LEASES` lease durations before it is handed over again.
+
+A tenure's deadline counts from when the acquisition or renewal was *sent*; a task of
+its own ends each tenure at its deadline, whatever the loop is waiting for. On
+cancellation of `run`, each held shard is handed back as on a handover (released),
+then the member Lease is released, each step bounded in time.
+
+**Coverage.** A shard with no live holder in this replica's view is unowned from when
+it became so (its holder's Lease expired, or it was seen released or missing); the
+gauges `ome_routing_shards_held`, `ome_routing_shards_unowned` and
+`ome_routing_shard_members` say what the replica sees, `ome_routing_shard_transitions_total`
+counts tenures `acquired`, `handed_over`, `lost` and `released`. A shard unowned longer
+than the lease duration plus two retry periods is logged (`shard unowned`, once a spell,
+by every replica that sees it) and gets an `events.k8s.io/v1` Event on its Lease (reason
+`ShardUnowned`, once a spell, by the replica `assign` prefers for it).
+
+Errors: every API failure of the loop (refused, conflict, forbidden, the API server
+away) is logged at debug and retried on the next turn; the deadlines decide what it
+costs. A subscriber that raises or outlasts `ON_LOST_GRACE_SECONDS` is logged; `run`
+ends only when cancelled (or abandoned, a test's stand-in for SIGKILL).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import logging
+import random
+import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any, cast
 
+from lightkube import ApiError, AsyncClient
+from lightkube.models.coordination_v1 import LeaseSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.events_v1 import Event
+
+from ome_routing.core.durations import Duration
+from ome_routing.core.shards import assign, member_lease_name, shard_lease_name, shard_of
 from ome_routing.kube.fencing import NotLeader
-from ome_routing.kube.leader import ElectionSettings
+from ome_routing.kube.leader import (
+    ElectionSettings,
+    Observation,
+    jittered,
+    lease_is_free,
+    micro_now,
+)
+from ome_routing.metrics import RoutingMetrics
 
 log = logging.getLogger(__name__)
 
@@ -127,3 +187,579 @@ def writing_for(lease: ShardLease | None) -> Iterator[None]:
         yield
     finally:
         WRITING_FOR.reset(token)
+
+
+# --- the shard Leases ---------------------------------------------------------------------
+
+#: the labels of a shard group's Leases (ours)
+GROUP_LABEL = "routing.ome-routing.io/shard-group"
+ROLE_LABEL = "routing.ome-routing.io/shard-role"
+SHARD_LABEL = "routing.ome-routing.io/shard"
+#: how long a subscriber's `on_lost` may take (`kube.controller.WRITE_GRACE_SECONDS`)
+ON_LOST_GRACE_SECONDS = 5.0
+#: shard Lease requests (and coverage Events) one replica sends at once
+CONCURRENT_REQUESTS = 8
+#: a shard taken because its preferred member left it free for a lease duration is kept
+#: this many lease durations before it is handed over again (no ping-pong with a member
+#: that cannot take it, as one whose grant does not name the shard's Lease)
+FALLBACK_HOLD_LEASES = 10
+#: the coverage Event (ours): reason, action, and who reports it
+UNOWNED_REASON = "ShardUnowned"
+UNOWNED_ACTION = "Acquire"
+REPORTING_CONTROLLER = "routing.ome-routing.io/shard-leases"
+
+
+class ShardSet:
+    """The shard Leases one replica holds, and its member Lease; see `run`."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        namespace: str,
+        group: str,
+        identity: str,
+        shards: int = 64,
+        settings: ElectionSettings | None = None,
+        metrics: RoutingMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        draw: Callable[[], float] = random.random,
+    ) -> None:
+        if shards < 1:
+            raise ValueError(f"shards must be at least 1, got {shards}")
+        self._client = client
+        self._namespace = namespace
+        self._group = group
+        self.identity = identity
+        self.shards = shards
+        self._settings = settings or ElectionSettings()
+        self._metrics = metrics
+        self._clock = clock
+        self._draw = draw
+        self._member_name = member_lease_name(group, identity)
+        self.instance = f"{REPORTING_CONTROLLER}-{socket.gethostname()}"
+        #: the live tenures, by shard
+        self._tenures: dict[int, ShardLease] = {}
+        #: shards whose tenure is ending (on_lost awaited, release on its way): left alone
+        self._ending: set[int] = set()
+        #: each shard Lease as this replica's last write of it left it
+        self._mine: dict[int, Lease] = {}
+        #: every Lease of the group as last seen, by name, on this replica's clock
+        self._observed: dict[str, Observation] = {}
+        #: when (monotonic) each shard with no live holder became so, in this replica's view
+        self._unowned_since: dict[int, float] = {}
+        #: shards taken although another member was preferred: not handed over before then
+        self._kept: dict[int, float] = {}
+        self._logged_unowned: set[int] = set()
+        self._reported_unowned: set[int] = set()
+        self._member_renewed_at = float("-inf")
+        self._assigned: tuple[frozenset[str], dict[int, str]] = (frozenset(), {})
+        self._on_acquired: list[Callable[[ShardLease], None]] = []
+        self._on_lost: list[Callable[[int], Awaitable[None]]] = []
+        self._background: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self._requests = asyncio.Semaphore(CONCURRENT_REQUESTS)
+        self._task: asyncio.Task[Any] | None = None
+        self._abandoned = False
+
+    # --- what the controller asks ----------------------------------------------------
+
+    def tenure_for(self, namespace: str, name: str) -> ShardLease | None:
+        """The live tenure of the shard of `namespace/name`, or None (not ours)."""
+        return self.holding(shard_of(namespace, name, self.shards))
+
+    def holding(self, shard: int) -> ShardLease | None:
+        tenure = self._tenures.get(shard)
+        return tenure if tenure is not None and not tenure.ended else None
+
+    def held(self) -> frozenset[int]:
+        return frozenset(shard for shard, tenure in self._tenures.items() if not tenure.ended)
+
+    def subscribe(
+        self,
+        on_acquired: Callable[[ShardLease], None],
+        on_lost: Callable[[int], Awaitable[None]],
+    ) -> None:
+        """Be told of every tenure begun (`on_acquired`, at once) and ended (`on_lost`,
+        awaited: with the gate open on a handover or shutdown, shut on a loss); call
+        before `run`. `on_lost` must return within `ON_LOST_GRACE_SECONDS`."""
+        self._on_acquired.append(on_acquired)
+        self._on_lost.append(on_lost)
+
+    def answering(self) -> bool:
+        """Whether the member Lease was renewed within the renew deadline (readiness)."""
+        return self._clock() - self._member_renewed_at < self._settings.renew_deadline
+
+    def abandon(self) -> None:
+        """Stop at once without a further request, the Leases left as they are: what a
+        replica killed (SIGKILL) leaves behind. For tests; `run` ends cancelled."""
+        self._abandoned = True
+        for tenure in self._tenures.values():
+            tenure.end("abandoned")
+        if self._task is not None:
+            self._task.cancel()
+
+    # --- running -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """One turn every retry period (jittered) until cancelled; on cancellation each
+        held shard is handed back (`on_lost` awaited with the gate open, then the gate
+        shut and the Lease released), then the member Lease, within about
+        3 x `ON_LOST_GRACE_SECONDS`."""
+        self._task = asyncio.current_task()
+        deadlines = asyncio.create_task(self._keep_deadlines(), name="shard deadlines")
+        try:
+            while True:
+                await self._turn()
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(jittered(self._settings.retry_period, self._draw())):
+                        await self._wake.wait()
+        finally:
+            deadlines.cancel()
+            if self._abandoned:
+                for task in self._background:
+                    task.cancel()
+            else:
+                stopping = asyncio.ensure_future(self._shutdown())
+                try:
+                    await asyncio.shield(stopping)
+                except asyncio.CancelledError:
+                    await stopping
+                    raise
+
+    async def _keep_deadlines(self) -> None:
+        """End each tenure at its renew deadline, whatever the turn is waiting for."""
+        while True:
+            self._lose_expired()
+            deadline = self._settings.renew_deadline
+            due = min(
+                (t._renewed_at + deadline for t in self._tenures.values()),
+                default=self._clock() + self._settings.retry_period,
+            )
+            await asyncio.sleep(max(0.01, due - self._clock()))
+
+    async def _list(self) -> list[Lease]:
+        """The group's Leases: one list call, bounded by the renew deadline."""
+        async with asyncio.timeout(self._settings.renew_deadline):
+            return [
+                lease
+                async for lease in self._client.list(
+                    Lease, namespace=self._namespace, labels={GROUP_LABEL: self._group}
+                )
+            ]
+
+    async def _turn(self) -> None:
+        self._lose_expired()
+        try:
+            listed = await self._list()
+        except Exception as err:  # the API server away: the deadlines decide
+            log.debug("listing shard leases: %s", err)
+            self._lose_expired()
+            self._count()
+            return
+        now = self._clock()
+        members: dict[str, Lease] = {}
+        shard_leases: dict[int, Lease] = {}
+        for lease in listed:
+            meta = lease.metadata or ObjectMeta()
+            name, labels = meta.name or "", meta.labels or {}
+            self._observe(name, lease, now)
+            if labels.get(ROLE_LABEL) == "member":
+                members[name] = lease
+            elif labels.get(ROLE_LABEL) == "shard":
+                shard = _shard_number(labels.get(SHARD_LABEL))
+                if shard is not None and name == shard_lease_name(self._group, shard):
+                    shard_leases[shard] = lease
+        live = {self.identity}
+        for name, member in members.items():
+            holder = self._live_holder(name, member, now)
+            if holder:
+                live.add(holder)
+        await self._renew_member(members.get(self._member_name))
+        self._lose_expired()
+        if self._assigned[0] != live:  # the same members as last turn: the same answer
+            self._assigned = (frozenset(live), assign(self.shards, live))
+        preferred = self._assigned[1]
+        work: list[Awaitable[None]] = []
+        unowned = 0
+        for shard in range(self.shards):
+            if shard in self._ending:
+                continue
+            found = shard_leases.get(shard)
+            name = shard_lease_name(self._group, shard)
+            holder = self._live_holder(name, found, now)
+            tenure = self._tenures.get(shard)
+            if tenure is not None:
+                listed_holder = found.spec.holderIdentity if found and found.spec else None
+                if found is None or listed_holder != self.identity:
+                    self._end(shard, f"lease held by {listed_holder or 'no one'}", "lost")
+                elif preferred[shard] != self.identity and self._kept.get(shard, now) <= now:
+                    self._end(shard, f"handed over to {preferred[shard]}", "handed_over", found)
+                else:
+                    work.append(self._renew(shard, found, tenure))
+                continue
+            if holder and holder != self.identity:
+                self._owned(shard)
+                continue
+            unowned += 1
+            since = self._unowned_since.setdefault(shard, self._became_free(name, found, now))
+            if preferred[shard] == self.identity:
+                work.append(self._acquire(shard, found))
+            elif now - since >= self._settings.lease_duration:
+                # its preferred member did not take it: this one keeps it for a while
+                # rather than hand it back to a member that may not be able to take it
+                hold = FALLBACK_HOLD_LEASES * self._settings.lease_duration
+                work.append(self._acquire(shard, found, keep_until=now + hold))
+            work.extend(self._coverage(shard, now - since, preferred[shard]))
+        for result in await asyncio.gather(*work, return_exceptions=True):
+            if isinstance(result, Exception):  # a fault of ours: the next turn goes on
+                log.error("shard leases: %s", result, exc_info=result)
+        if self._metrics is not None:
+            self._metrics.shards_unowned.set(unowned)
+            self._metrics.shard_members.set(len(live))
+        self._count()
+
+    # --- Leases seen --------------------------------------------------------------------
+
+    def _observe(self, name: str, lease: Lease, now: float) -> None:
+        spec = lease.spec or LeaseSpec()
+        holder, renew = spec.holderIdentity, spec.renewTime
+        previous = self._observed.get(name)
+        if previous is None or (previous.holder, previous.renew_time) != (holder, renew):
+            self._observed[name] = Observation(holder, renew, now)
+
+    def _duration(self, lease: Lease | None) -> float:
+        seconds = lease.spec.leaseDurationSeconds if lease is not None and lease.spec else None
+        return float(seconds) if seconds else self._settings.lease_duration
+
+    def _live_holder(self, name: str, lease: Lease | None, now: float) -> str | None:
+        """The holder of the Lease if it renews it, judged on this replica's clock."""
+        observed = self._observed.get(name)
+        if lease is None or observed is None or not observed.holder:
+            return None
+        if lease_is_free(observed, "", now, self._duration(lease)):
+            return None
+        return observed.holder
+
+    def _became_free(self, name: str, lease: Lease | None, now: float) -> float:
+        """When the shard's Lease became free in this replica's view (now, if unknown)."""
+        observed = self._observed.get(name)
+        if lease is None or observed is None or not observed.holder:
+            return now
+        return min(now, observed.seen_change_at + self._duration(lease))
+
+    def _owned(self, shard: int) -> None:
+        self._unowned_since.pop(shard, None)
+        self._logged_unowned.discard(shard)
+        self._reported_unowned.discard(shard)
+
+    # --- tenures ------------------------------------------------------------------------
+
+    def _lease(self, shard: int, holder: str | None, now: datetime) -> Lease:
+        return Lease(
+            metadata=ObjectMeta(
+                name=shard_lease_name(self._group, shard),
+                namespace=self._namespace,
+                labels={GROUP_LABEL: self._group, ROLE_LABEL: "shard", SHARD_LABEL: str(shard)},
+            ),
+            spec=LeaseSpec(
+                holderIdentity=holder,
+                leaseDurationSeconds=int(self._settings.lease_duration),
+                acquireTime=now,
+                renewTime=now,
+                leaseTransitions=0,
+            ),
+        )
+
+    async def _acquire(
+        self, shard: int, lease: Lease | None, keep_until: float | None = None
+    ) -> None:
+        async with self._requests:
+            if self._abandoned:
+                return
+            sent = self._clock()  # the deadline counts from here
+            now_wall = micro_now()
+            try:
+                async with asyncio.timeout(self._settings.renew_deadline):
+                    written = await self._take(shard, lease, now_wall)
+            except Exception as err:  # taken first, refused, or the API server away
+                log.debug("acquiring shard %s: %s", shard, _message(err))
+                return
+        self._begin(shard, sent, written, keep_until)
+
+    async def _take(self, shard: int, lease: Lease | None, now_wall: datetime) -> Lease:
+        if lease is None:
+            return await self._client.create(self._lease(shard, self.identity, now_wall))
+        spec = lease.spec or LeaseSpec()
+        had_holder = bool(spec.holderIdentity)
+        spec.holderIdentity = self.identity
+        spec.leaseDurationSeconds = int(self._settings.lease_duration)
+        spec.acquireTime = now_wall
+        spec.renewTime = now_wall
+        spec.leaseTransitions = (spec.leaseTransitions or 0) + int(had_holder)
+        lease.spec = spec
+        return await self._client.replace(lease)  # with the version it read
+
+    def _begin(self, shard: int, sent: float, written: Lease, keep_until: float | None) -> None:
+        tenure = ShardLease(
+            shard, self._settings, sent, clock=self._clock, on_expired=self._expired
+        )
+        self._tenures[shard] = tenure
+        self._mine[shard] = written
+        if keep_until is None:
+            self._kept.pop(shard, None)
+        else:
+            self._kept[shard] = keep_until
+        self._owned(shard)
+        self._count()
+        log.info("acquired shard", extra={"shard": shard, "identity": self.identity})
+        self._transition("acquired")
+        for on_acquired in self._on_acquired:
+            try:
+                on_acquired(tenure)
+            except Exception:
+                log.exception("shard subscriber failed", extra={"shard": shard})
+
+    async def _renew(self, shard: int, lease: Lease, tenure: ShardLease) -> None:
+        async with self._requests:
+            sent = self._clock()
+            remaining = tenure._renewed_at + self._settings.renew_deadline - sent
+            if remaining <= 0 or tenure.ended:
+                self._end(shard, "renew deadline passed", "lost")
+                return
+            spec = lease.spec or LeaseSpec()
+            spec.holderIdentity = self.identity
+            spec.leaseDurationSeconds = int(self._settings.lease_duration)
+            spec.renewTime = micro_now()
+            lease.spec = spec
+            try:
+                async with asyncio.timeout(remaining):
+                    written = await self._client.replace(lease)
+            except TimeoutError:
+                self._end(shard, "failed to renew in time", "lost")
+                return
+            except ApiError as err:
+                if err.status.code == 409:
+                    self._end(shard, f"conflict: {err.status.message}", "lost")
+                else:
+                    log.debug("renewing shard %s: %s", shard, err.status.message)
+                return
+            except Exception as err:  # the API server away: the deadline decides
+                log.debug("renewing shard %s: %s", shard, err)
+                return
+        if self._tenures.get(shard) is tenure:
+            self._mine[shard] = written
+            tenure.renewed(sent)
+
+    def _expired(self, _tenure: ShardLease) -> None:
+        """A write found its tenure past the deadline: the next turn comes at once."""
+        self._wake.set()
+
+    def _lose_expired(self) -> None:
+        for shard, tenure in list(self._tenures.items()):
+            if tenure.ended or not tenure.may_write():
+                self._end(shard, tenure.end_reason or "renew deadline passed", "lost")
+
+    def _end(self, shard: int, reason: str, how: str, lease: Lease | None = None) -> None:
+        """End a tenure in the background: a loss at once, a handover after `on_lost`."""
+        tenure = self._tenures.pop(shard, None)
+        if tenure is None:
+            return
+        self._ending.add(shard)
+        if how == "lost":
+            tenure.end(reason)
+        self._count()
+        task = asyncio.create_task(self._ending_tenure(shard, tenure, reason, how, lease))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _ending_tenure(
+        self, shard: int, tenure: ShardLease, reason: str, how: str, lease: Lease | None
+    ) -> None:
+        try:
+            await self._tell_lost(shard)
+            tenure.end(reason)
+            if how == "lost":
+                log.warning(
+                    "lost shard",
+                    extra={"shard": shard, "identity": self.identity, "reason": reason},
+                )
+            else:
+                await self._release(shard, lease)
+                log.info(
+                    "handed over shard" if how == "handed_over" else "released shard",
+                    extra={"shard": shard, "identity": self.identity, "reason": reason},
+                )
+            self._transition(how)
+        finally:
+            self._ending.discard(shard)
+            self._mine.pop(shard, None)
+            self._count()
+
+    async def _tell_lost(self, shard: int) -> None:
+        if not self._on_lost:
+            return
+        told = [asyncio.ensure_future(on_lost(shard)) for on_lost in self._on_lost]
+        done, pending = await asyncio.wait(told, timeout=ON_LOST_GRACE_SECONDS)
+        for task in pending:
+            task.cancel()
+            log.error("shard subscriber did not return in time", extra={"shard": shard})
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                log.error(
+                    "shard subscriber failed",
+                    extra={"shard": shard, "error": str(task.exception())},
+                )
+
+    async def _release(self, shard: int, lease: Lease | None) -> None:
+        """Give the shard's Lease up (no holder), with the version last read or written."""
+        lease = lease or self._mine.get(shard)
+        if lease is None or lease.spec is None or lease.spec.holderIdentity != self.identity:
+            return
+        lease.spec.holderIdentity = None
+        lease.spec.leaseDurationSeconds = 1
+        lease.spec.renewTime = micro_now()
+        try:
+            async with asyncio.timeout(ON_LOST_GRACE_SECONDS):
+                await self._client.replace(lease)
+        except Exception as err:  # best effort: the Lease expires anyway
+            log.debug("releasing shard %s: %s", shard, _message(err))
+
+    # --- the member Lease ---------------------------------------------------------------
+
+    async def _renew_member(self, lease: Lease | None) -> None:
+        sent = self._clock()
+        now_wall = micro_now()
+        try:
+            async with asyncio.timeout(self._settings.renew_deadline):
+                await self._write_member(lease, now_wall)
+        except Exception as err:  # a conflict or the API server away: next turn
+            log.debug("renewing member lease %s: %s", self._member_name, _message(err))
+            return
+        self._member_renewed_at = sent
+
+    async def _write_member(self, lease: Lease | None, now_wall: datetime) -> None:
+        if lease is None:
+            await self._client.create(
+                Lease(
+                    metadata=ObjectMeta(
+                        name=self._member_name,
+                        namespace=self._namespace,
+                        labels={GROUP_LABEL: self._group, ROLE_LABEL: "member"},
+                    ),
+                    spec=LeaseSpec(
+                        holderIdentity=self.identity,
+                        leaseDurationSeconds=int(self._settings.lease_duration),
+                        acquireTime=now_wall,
+                        renewTime=now_wall,
+                        leaseTransitions=0,
+                    ),
+                )
+            )
+        else:
+            spec = lease.spec or LeaseSpec()
+            if spec.holderIdentity != self.identity:
+                spec.acquireTime = now_wall
+            spec.holderIdentity = self.identity
+            spec.leaseDurationSeconds = int(self._settings.lease_duration)
+            spec.renewTime = now_wall
+            lease.spec = spec
+            await self._client.replace(lease)
+
+    async def _release_member(self) -> None:
+        try:
+            lease = await self._client.get(Lease, self._member_name, namespace=self._namespace)
+            if lease.spec is None or lease.spec.holderIdentity != self.identity:
+                return
+            lease.spec.holderIdentity = None
+            lease.spec.leaseDurationSeconds = 1
+            lease.spec.renewTime = micro_now()
+            await self._client.replace(lease)
+        except Exception as err:  # best effort: it expires anyway
+            log.debug("releasing member lease %s: %s", self._member_name, _message(err))
+
+    async def _shutdown(self) -> None:
+        """Hand every held shard back, then the member Lease: at most `on_lost`'s grace
+        and a release's (`ON_LOST_GRACE_SECONDS` each), then a member release's."""
+        for shard in list(self._tenures):
+            self._end(shard, "shutting down", "released")
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=2 * ON_LOST_GRACE_SECONDS)
+        async with asyncio.timeout(ON_LOST_GRACE_SECONDS):
+            await self._release_member()
+
+    # --- coverage -----------------------------------------------------------------------
+
+    def _coverage(self, shard: int, unowned_for: float, preferred: str) -> list[Awaitable[None]]:
+        """The warning (every replica, once a spell) and the Event (the preferred
+        replica, once a spell) for a shard unowned past the bound."""
+        settings = self._settings
+        bound = settings.lease_duration + 2 * settings.retry_period
+        if unowned_for <= bound:
+            return []
+        if shard not in self._logged_unowned:
+            self._logged_unowned.add(shard)
+            log.warning("shard unowned", extra={"shard": shard, "seconds": round(unowned_for, 1)})
+        if preferred != self.identity or shard in self._reported_unowned:
+            return []
+        self._reported_unowned.add(shard)
+        return [self._report_unowned(shard, unowned_for, bound)]
+
+    async def _report_unowned(self, shard: int, unowned_for: float, bound: float) -> None:
+        name = shard_lease_name(self._group, shard)
+        now = datetime.now(UTC)
+        regarding: dict[str, str] = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "namespace": self._namespace,
+            "name": name,
+        }
+        body: dict[str, Any] = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            # client-go's `GenerateEventName`
+            "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": self._namespace},
+            "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "reportingController": REPORTING_CONTROLLER,
+            "reportingInstance": self.instance[:128],
+            "action": UNOWNED_ACTION,
+            "reason": UNOWNED_REASON,
+            "type": "Warning",
+            "note": (
+                f"shard {shard} of {self._group} has had no live holder for "
+                f"{_duration(unowned_for)} (bound {_duration(bound)})"
+            ),
+            "regarding": regarding,
+        }
+        async with self._requests:
+            try:
+                async with asyncio.timeout(self._settings.renew_deadline):
+                    await self._client.create(cast(Event, Event.from_dict(body)))
+            except Exception as err:  # the warning was logged; the Event is best effort
+                log.debug("shard %s: event not written: %s", shard, _message(err))
+
+    # --- metrics ------------------------------------------------------------------------
+
+    def _count(self) -> None:
+        if self._metrics is not None:
+            self._metrics.shards_held.set(len(self.held()))
+
+    def _transition(self, reason: str) -> None:
+        if self._metrics is not None:
+            self._metrics.shard_transitions.labels(reason=reason).inc()
+
+
+def _duration(seconds: float) -> str:
+    """Go's formatting of a duration, to the tenth of a second."""
+    return str(Duration.of_seconds(round(seconds, 1)))
+
+
+def _shard_number(label: str | None) -> int | None:
+    if label is None or not label.isdigit():
+        return None
+    return int(label)
+
+
+def _message(err: Exception) -> str:
+    return err.status.message or str(err) if isinstance(err, ApiError) else str(err)

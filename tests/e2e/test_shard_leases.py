@@ -1,0 +1,507 @@
+"""Shard Leases on a real API server: every shard covered by exactly one replica, handed
+over only through "no holder", taken from a replica that stopped only after its lease
+duration, and a shard no replica can take is reported (metrics, warning, Event).
+
+Several `ShardSet`s run in this process, each as one replica, on the local control
+plane's API server, with short timings (lease 4 s, renew deadline 3 s, retry 0.5 s) and
+12 shards. A watch on the group's Leases records every change of every shard Lease, so
+the tests can check the holder sequence of each shard: a shard never goes from one
+holder to another except through no holder (a release), or, after a replica stopped
+without releasing, no sooner than a lease duration after its last renewal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controller_harness import eventually, kubectl
+from lightkube import AsyncClient, KubeConfig
+from lightkube.models.coordination_v1 import LeaseSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.events_v1 import Event
+from test_rbac import token_kubeconfig
+from tests.chaos.relay import Relay, kubeconfig_through
+
+from ome_routing.core.shards import assign, member_lease_name, shard_lease_name
+from ome_routing.devcluster import LocalControlPlane
+from ome_routing.kube.fencing import NotLeader
+from ome_routing.kube.leader import ElectionSettings
+from ome_routing.kube.sharding import (
+    GROUP_LABEL,
+    ROLE_LABEL,
+    SHARD_LABEL,
+    UNOWNED_REASON,
+    ShardLease,
+    ShardSet,
+)
+from ome_routing.metrics import RoutingMetrics
+
+pytestmark = pytest.mark.timeout(120)
+
+SETTINGS = ElectionSettings(lease_duration=4.0, renew_deadline=3.0, retry_period=0.5)
+SHARDS = 12
+GROUP = "ome-routing-controller"
+PATIENCE = 30.0
+
+
+@dataclass
+class Replica:
+    """One `ShardSet` running, and what it told its subscriber."""
+
+    shard_set: ShardSet
+    metrics: RoutingMetrics
+    task: asyncio.Task[None] | None = None
+    tenures: dict[int, ShardLease] = field(default_factory=dict)
+    #: (shard, whether its gate was still open when `on_lost` was awaited)
+    lost: list[tuple[int, bool]] = field(default_factory=list)
+
+    @property
+    def identity(self) -> str:
+        return self.shard_set.identity
+
+    def writable(self) -> set[int]:
+        """The shards whose gate lets a write through now."""
+        return {s for s, t in self.tenures.items() if not t.ended and t.may_write()}
+
+    def gauge(self, name: str) -> float | None:
+        return self.metrics.registry.get_sample_value(name)
+
+
+@contextlib.asynccontextmanager
+async def replicas(
+    client: AsyncClient, namespace: str, *identities: str, shards: int = SHARDS
+) -> AsyncIterator[dict[str, Replica]]:
+    """Replicas started at once (more with `join`), all stopped (cancelled) at the end."""
+    fleet: dict[str, Replica] = {}
+    for identity in identities:
+        join(fleet, client, namespace, identity, shards=shards)
+    try:
+        yield fleet
+    finally:
+        tasks = [r.task for r in fleet.values() if r.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def join(
+    fleet: dict[str, Replica],
+    client: AsyncClient,
+    namespace: str,
+    identity: str,
+    *,
+    shards: int = SHARDS,
+) -> Replica:
+    metrics = RoutingMetrics()
+    shard_set = ShardSet(
+        client,
+        namespace=namespace,
+        group=GROUP,
+        identity=identity,
+        shards=shards,
+        settings=SETTINGS,
+        metrics=metrics,
+    )
+    replica = Replica(shard_set, metrics)
+
+    def on_acquired(tenure: ShardLease) -> None:
+        replica.tenures[tenure.shard] = tenure
+
+    async def on_lost(shard: int) -> None:
+        replica.lost.append((shard, replica.tenures[shard].may_write()))
+
+    shard_set.subscribe(on_acquired, on_lost)
+    replica.task = asyncio.create_task(shard_set.run(), name=identity)
+    fleet[identity] = replica
+    return replica
+
+
+async def holders(client: AsyncClient, namespace: str) -> dict[int, str | None]:
+    """Each shard Lease's holder, read from the API server."""
+    found: dict[int, str | None] = {}
+    async for lease in client.list(
+        Lease, namespace=namespace, labels={GROUP_LABEL: GROUP, ROLE_LABEL: "shard"}
+    ):
+        assert lease.metadata is not None and lease.metadata.labels is not None
+        found[int(lease.metadata.labels[SHARD_LABEL])] = (
+            lease.spec.holderIdentity if lease.spec else None
+        )
+    return found
+
+
+async def settled(
+    client: AsyncClient, namespace: str, fleet: dict[str, Replica], shards: int = SHARDS
+) -> dict[int, str]:
+    """Wait until the Leases show `assign`'s choice over the fleet's members, and each
+    replica's open gates are exactly the shards the Leases give it."""
+    want = assign(shards, fleet)
+
+    async def probe() -> dict[int, str] | None:
+        if await holders(client, namespace) != want:
+            return None
+        for replica in fleet.values():
+            if replica.writable() != {s for s, m in want.items() if m == replica.identity}:
+                return None
+        return want
+
+    return await eventually(probe, PATIENCE, f"the shards assigned as {want}")
+
+
+@dataclass
+class Seen:
+    holder: str | None
+    renewed: datetime | None
+    acquired: datetime | None
+
+
+class LeaseHistory:
+    """Every change of the group's shard Leases, from a watch started before the replicas."""
+
+    def __init__(self, client: AsyncClient, namespace: str) -> None:
+        self._client = client
+        self._namespace = namespace
+        self.by_shard: dict[int, list[Seen]] = {}
+        self._ready = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> LeaseHistory:
+        self._task = asyncio.create_task(self._watch())
+        # the watch is open once it shows a marker Lease created after it started
+        marker = Lease(
+            metadata=ObjectMeta(
+                name="marker", namespace=self._namespace, labels={GROUP_LABEL: GROUP}
+            ),
+            spec=LeaseSpec(),
+        )
+        await self._client.create(marker)
+        await asyncio.wait_for(self._ready.wait(), PATIENCE)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _watch(self) -> None:
+        async for _kind, lease in self._client.watch(
+            Lease, namespace=self._namespace, labels={GROUP_LABEL: GROUP}
+        ):
+            meta = lease.metadata or ObjectMeta()
+            if meta.name == "marker":
+                self._ready.set()
+                continue
+            labels = meta.labels or {}
+            if labels.get(ROLE_LABEL) != "shard":
+                continue
+            spec = lease.spec or LeaseSpec()
+            self.by_shard.setdefault(int(labels[SHARD_LABEL]), []).append(
+                Seen(spec.holderIdentity, spec.renewTime, spec.acquireTime)
+            )
+
+    def holders(self, shard: int) -> list[str | None]:
+        """The shard's holders in order, repeats collapsed."""
+        out: list[str | None] = []
+        for seen in self.by_shard.get(shard, []):
+            if not out or out[-1] != seen.holder:
+                out.append(seen.holder)
+        return out
+
+    def direct_takeovers(self, shard: int) -> list[tuple[Seen, Seen]]:
+        """Each change from one holder straight to another (no release between)."""
+        seen = self.by_shard.get(shard, [])
+        return [
+            (before, after)
+            for before, after in itertools.pairwise(seen)
+            if before.holder and after.holder and before.holder != after.holder
+        ]
+
+
+async def test_three_replicas_cover_every_shard_once_and_a_fourth_takes_its_share_through_a_release(
+    kube_client: AsyncClient, namespace: str
+) -> None:
+    async with (
+        LeaseHistory(kube_client, namespace) as history,
+        replicas(kube_client, namespace, "replica-a", "replica-b", "replica-c") as fleet,
+    ):
+        before = await settled(kube_client, namespace, fleet)
+        held = [r.writable() for r in fleet.values()]
+        assert set().union(*held) == set(range(SHARDS))
+        assert sum(len(h) for h in held) == SHARDS  # no shard open in two replicas
+        for replica in fleet.values():
+            assert replica.gauge("ome_routing_shards_held") == len(replica.writable())
+            assert replica.gauge("ome_routing_shard_members") == 3
+            assert replica.shard_set.answering()
+
+        told = {identity: len(r.lost) for identity, r in fleet.items()}
+        handed_before = handed_over(fleet)
+        d = join(fleet, kube_client, namespace, "replica-d")
+        after = await settled(kube_client, namespace, fleet)
+        moved = {s for s in range(SHARDS) if before[s] != after[s]}
+        taken = {s for s, m in after.items() if m == "replica-d"}
+        assert taken and taken <= moved
+
+        # every shard that moved went holder -> no holder -> new holder, and the old
+        # holder was told with its gate still open (the work in flight finishes)
+        for shard in moved:
+            assert history.holders(shard)[-3:] == [before[shard], None, after[shard]]
+            old = fleet[before[shard]]
+            assert (shard, True) in old.lost[told[old.identity] :]
+            assert not old.tenures[shard].may_write()
+        assert all(not history.direct_takeovers(s) for s in range(SHARDS))
+        # (at least: on a loaded machine a late renewal may cost a tenure, taken again)
+        assert transitions(d, "acquired") >= len(taken)
+        assert handed_over(fleet) - handed_before >= len(moved)
+
+
+def transitions(replica: Replica, reason: str) -> float:
+    value = replica.metrics.registry.get_sample_value(
+        "ome_routing_shard_transitions_total", {"reason": reason}
+    )
+    return value or 0.0
+
+
+def handed_over(fleet: dict[str, Replica]) -> float:
+    return sum(transitions(r, "handed_over") for r in fleet.values())
+
+
+async def test_a_replica_stopped_releases_its_shards_and_the_others_take_them_at_once(
+    kube_client: AsyncClient, namespace: str
+) -> None:
+    async with (
+        LeaseHistory(kube_client, namespace) as history,
+        replicas(kube_client, namespace, "replica-a", "replica-b", "replica-c") as fleet,
+    ):
+        before = await settled(kube_client, namespace, fleet)
+        leaving = fleet.pop("replica-c")
+        told = len(leaving.lost)
+        assert leaving.task is not None
+        leaving.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await leaving.task
+        # on its way out it told its subscriber with the gates open, then released all
+        mine = {s for s, m in before.items() if m == "replica-c"}
+        assert sorted(leaving.lost[told:]) == sorted((s, True) for s in mine)
+        member = await kube_client.get(
+            Lease, member_lease_name(GROUP, "replica-c"), namespace=namespace
+        )
+        assert member.spec is not None and member.spec.holderIdentity is None
+
+        await settled(kube_client, namespace, fleet)
+        for shard in mine:
+            # released (no holder) before another took it: not taken by expiry
+            assert history.holders(shard)[-3:-1] == ["replica-c", None]
+        assert all(not history.direct_takeovers(s) for s in range(SHARDS))
+        assert transitions(leaving, "released") == len(mine)
+
+
+async def test_the_shards_of_a_replica_that_stops_without_releasing_are_taken_after_the_lease_duration(
+    kube_client: AsyncClient, namespace: str
+) -> None:
+    """`abandon()` stands for a SIGKILL: no further request, the Leases left held."""
+    async with (
+        LeaseHistory(kube_client, namespace) as history,
+        replicas(kube_client, namespace, "replica-a", "replica-b", "replica-c") as fleet,
+    ):
+        before = await settled(kube_client, namespace, fleet)
+        gone = fleet.pop("replica-c")
+        gone.shard_set.abandon()
+        mine = {s for s, m in before.items() if m == "replica-c"}
+        await settled(kube_client, namespace, fleet)
+        for shard in mine:
+            takeovers = history.direct_takeovers(shard)
+            assert len(takeovers) == 1, takeovers  # never released: taken over by expiry
+            last, taken = takeovers[0]
+            assert last.holder == "replica-c"
+            assert last.renewed is not None and taken.acquired is not None
+            # not before a lease duration after the last renewal it saw (one clock:
+            # the replicas all stamp with this process's wall clock)
+            waited = (taken.acquired - last.renewed).total_seconds()
+            assert waited >= SETTINGS.lease_duration, (shard, waited)
+        member = await kube_client.get(
+            Lease, member_lease_name(GROUP, "replica-c"), namespace=namespace
+        )
+        assert member.spec is not None and member.spec.holderIdentity == "replica-c"
+        for shard in set(range(SHARDS)) - mine:
+            assert not history.direct_takeovers(shard)
+
+
+def leases_role(namespace: str, account: str, updatable: list[str]) -> str:
+    """A grant as the chart's, whose `update` names only `updatable` Leases."""
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": [
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "Role",
+                    "metadata": {"name": account, "namespace": namespace},
+                    "rules": [
+                        {
+                            "apiGroups": ["coordination.k8s.io"],
+                            "resources": ["leases"],
+                            "verbs": ["get", "list", "watch", "create"],
+                        },
+                        {
+                            "apiGroups": ["coordination.k8s.io"],
+                            "resources": ["leases"],
+                            "verbs": ["update"],
+                            "resourceNames": updatable,
+                        },
+                        {
+                            "apiGroups": ["events.k8s.io"],
+                            "resources": ["events"],
+                            "verbs": ["create"],
+                        },
+                    ],
+                },
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "RoleBinding",
+                    "metadata": {"name": account, "namespace": namespace},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "Role",
+                        "name": account,
+                    },
+                    "subjects": [
+                        {"kind": "ServiceAccount", "name": account, "namespace": namespace}
+                    ],
+                },
+            ],
+        }
+    )
+
+
+async def test_a_shard_no_replica_can_take_is_counted_warned_of_and_gets_one_event(
+    kube_client: AsyncClient,
+    namespace: str,
+    control_plane: LocalControlPlane,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The replica's grant names only half the shard Leases (a `resourceNames` list that
+    does not match `--shards`): the others exist, released, and stay unowned."""
+    caplog.set_level("WARNING", logger="ome_routing.kube.sharding")
+    shards = 8
+    for shard in range(shards):
+        await kube_client.create(
+            Lease(
+                metadata=ObjectMeta(
+                    name=shard_lease_name(GROUP, shard),
+                    namespace=namespace,
+                    labels={GROUP_LABEL: GROUP, ROLE_LABEL: "shard", SHARD_LABEL: str(shard)},
+                ),
+                spec=LeaseSpec(leaseDurationSeconds=1),
+            )
+        )
+    account = f"shards-{uuid.uuid4().hex[:6]}"
+    await kubectl(control_plane, "create", "serviceaccount", account, "-n", namespace)
+    updatable = [member_lease_name(GROUP, "replica-a")]
+    updatable += [shard_lease_name(GROUP, s) for s in range(shards // 2)]
+    await kubectl(
+        control_plane, "apply", "-f", "-", input=leases_role(namespace, account, updatable)
+    )
+    token = (
+        await kubectl(control_plane, "create", "token", account, "-n", namespace)
+    ).stdout.strip()
+    config = token_kubeconfig(control_plane, token, tmp_path / "replica.kubeconfig")
+    client = AsyncClient(KubeConfig.from_file(config), trust_env=False, field_manager="e2e")
+    refused = set(range(shards // 2, shards))
+    try:
+        async with replicas(client, namespace, "replica-a", shards=shards) as fleet:
+            replica = fleet["replica-a"]
+
+            async def reported() -> dict[str, list[Any]] | None:
+                events: dict[str, list[Any]] = {}
+                async for event in kube_client.list(Event, namespace=namespace):
+                    if event.reason == UNOWNED_REASON and event.regarding is not None:
+                        events.setdefault(str(event.regarding.name), []).append(event)
+                names = {shard_lease_name(GROUP, s) for s in refused}
+                return events if set(events) == names else None
+
+            events = await eventually(reported, PATIENCE, "a ShardUnowned Event per shard")
+            assert replica.writable() == set(range(shards // 2))
+            assert replica.gauge("ome_routing_shards_unowned") == len(refused)
+            assert replica.gauge("ome_routing_shards_held") == shards // 2
+            for name, written in events.items():
+                event = written[0]
+                assert event.type == "Warning"
+                assert event.regarding is not None and event.regarding.kind == "Lease"
+                assert event.note is not None and f"shard {name.rsplit('-', 1)[1]} " in event.note
+            warned = {
+                r.__dict__["shard"] for r in caplog.records if r.getMessage() == "shard unowned"
+            }
+            assert warned == refused
+
+            # once a spell: a few more turns (the member Lease renewed again) add none
+            async def renewals() -> list[datetime]:
+                lease = await kube_client.get(
+                    Lease, member_lease_name(GROUP, "replica-a"), namespace=namespace
+                )
+                assert lease.spec is not None and lease.spec.renewTime is not None
+                return [lease.spec.renewTime]
+
+            first = (await renewals())[0]
+
+            async def three_turns_later() -> bool:
+                renewed = (await renewals())[0]
+                return (renewed - first).total_seconds() >= 3 * SETTINGS.retry_period
+
+            await eventually(three_turns_later, PATIENCE, "more turns")
+            again = await reported()
+            assert again is not None and all(len(e) == 1 for e in again.values())
+    finally:
+        await client.close()
+
+
+async def test_a_tenure_refuses_writes_once_renewals_fail_past_the_renew_deadline(
+    kube_client: AsyncClient, namespace: str, control_plane: LocalControlPlane, tmp_path: Path
+) -> None:
+    """The replica reaches the API server through a relay the test cuts (a partition)."""
+    relay = await Relay(("127.0.0.1", control_plane.ports["kube-apiserver"]), "127.0.0.2").start()
+    config = kubeconfig_through(control_plane.kubeconfig, relay, tmp_path / "relay.kubeconfig")
+    client = AsyncClient(KubeConfig.from_file(config), trust_env=False, field_manager="e2e")
+    try:
+        async with replicas(client, namespace, "replica-a", shards=4) as fleet:
+            replica = fleet["replica-a"]
+            await settled(kube_client, namespace, fleet, shards=4)
+            tenure = replica.tenures[0]
+            assert tenure.check_write("PATCH /x") == (
+                SETTINGS.lease_duration - SETTINGS.renew_deadline
+            )
+            relay.cut()
+            await eventually(lambda: _true(tenure.ended), PATIENCE, "the tenure to end")
+            with pytest.raises(NotLeader, match="shard 0 is not held"):
+                tenure.check_write("PATCH /x")
+            await eventually(lambda: _true(len(replica.lost) == 4), PATIENCE, "every loss told")
+            # a loss is told with the gate already shut
+            assert sorted(replica.lost) == [(s, False) for s in range(4)]
+            assert replica.shard_set.held() == frozenset()
+            assert not replica.shard_set.answering()
+            assert transitions(replica, "lost") == 4
+            relay.heal()
+            # back: the Leases still name it and nobody took them, so it takes them again
+            await eventually(
+                lambda: _true(replica.writable() == set(range(4))), PATIENCE, "shards again"
+            )
+            assert tenure.ended and replica.tenures[0] is not tenure
+    finally:
+        await client.close()
+        await relay.close()
+
+
+async def _true(value: bool) -> bool:
+    return value
