@@ -18,6 +18,7 @@ from typing import Any
 import httpx2
 from lightkube import ApiError, AsyncClient
 from lightkube.resources.coordination_v1 import Lease
+
 from ome_routing.core.shards import assign
 
 GROUP_LABEL = "routing.ome-routing.io/shard-group"

@@ -21,10 +21,11 @@ Then, with 3 replicas: scale 3 -> 4 (a replica started), 4 -> 3 and 3 -> 2 (SIGT
 shards are released), 2 -> 3, each with the shards and keys (services) that changed hands
 as a fraction, against what `assign` predicts, the seconds until the shards settle and the
 longest any shard was without a live holder (bound: lease duration + 2 retry periods).
-Last, SIGKILL one of 3: seconds until every one of its shards is held by another replica,
-and until every one of its services' TrafficMaps has a fresh ceiling (the window starts
-over with a new owner: a write without the ceiling, then one with it; target: the lease
-duration plus `quorum` periods), and meanwhile whether the other replicas' services kept
+Last, at rest again, SIGKILL one of 3: seconds until every one of its shards is held by
+another replica, and until every one of its services' TrafficMaps has a fresh ceiling
+(the window starts over with a new owner: a write without the ceiling, then one with it;
+target: the lease duration plus `quorum` periods; also from each shard's new holder),
+and meanwhile whether the other replicas' services kept
 being reconciled: a reporter's change on their fast-poll services reaching their maps,
 against the same trials before the kill, and none of their maps losing its ceiling.
 
@@ -75,9 +76,9 @@ from controller_scale.run import (
 from leases import ShardWatch, lease_writes
 from maps import Ceilings, ChangeTrials
 from nginx_reporter import free_port, nginx_reporter
-from ome_routing.core.shards import assign, shard_of
 
 from ome_routing.core.durations import Duration, parse_duration
+from ome_routing.core.shards import assign, shard_of
 from ome_routing.devcluster import LocalControlPlane, ensure_tools
 from ome_routing.kube.resources import InferenceService
 
@@ -641,7 +642,10 @@ async def main_async(
             transitions.append(await transition(label, change, after, members, watch, load, args))
         figures["transitions"] = transitions
 
-        # 4. SIGKILL one of 3
+        # 4. SIGKILL one of 3, at rest (the trials before it are the reference)
+        figures["at_rest_before_kill_seconds"] = round(
+            await converge(client, running, load, args), 1
+        )
         victim = next(r for r in running if r.identity == "replica-2")
         figures["failover"] = await failover(client, running, victim, watch, trials, load, args)
         running.remove(victim)
