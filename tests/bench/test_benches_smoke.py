@@ -60,6 +60,13 @@ BENCHES = [
         NGINX,
     ),
     Bench(
+        "sharding/run.py",
+        "--services 6 --probes 3 --shards 8 --period 2s --steady-seconds 1 --quiet-seconds 1"
+        " --trials 1 --lease 4s,3s,1s",
+        "| SIGKILL one of 3 | value |",
+        NGINX,
+    ),
+    Bench(
         "publisher_latency/run.py",
         "--services 1 --trials 1",
         "TrafficMap write -> HTTPRoute write",
