@@ -16,10 +16,11 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -505,3 +506,114 @@ async def test_a_tenure_refuses_writes_once_renewals_fail_past_the_renew_deadlin
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_replica_with_another_shard_count_takes_nothing_until_the_others_are_gone(
+    kube_client: AsyncClient, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Replicas of one group with different `--shards` split the keys differently, so a
+    key could have a writer in each: one with another count takes no shard while a live
+    shard Lease carries another count (a rolling update of `--shards`), and takes them
+    all once the others have released theirs."""
+    caplog.set_level(logging.WARNING, logger="ome_routing.kube.sharding")
+    async with replicas(kube_client, namespace, "old-a", "old-b", shards=8) as old:
+        await settled(kube_client, namespace, old, shards=8)
+        async with replicas(kube_client, namespace, "new-a", shards=12) as new:
+            replica = new["new-a"]
+
+            def warned(message: str) -> bool:
+                return any(r.getMessage() == message for r in caplog.records)
+
+            # positive signals first: it saw the other count, and it has gone on turning
+            # past the point where a free shard is taken even by a replica not preferred
+            # for it (a lease duration): shards 8-11 have no Lease, and it warns of them
+            # as unowned past lease duration + 2 retries
+            await eventually(
+                lambda: _true(
+                    warned("keys held by a leader or by replicas with another shard count")
+                ),
+                PATIENCE,
+                "the warning of another shard count",
+            )
+            await eventually(
+                lambda: _true(warned("shard unowned")), PATIENCE, "shards 8-11 unowned"
+            )
+            assert replica.writable() == set(), "took a shard beside another count"
+            assert replica.gauge("ome_routing_shards_unowned") == 4
+            assert all(r.gauge("ome_routing_shard_members") == 2 for r in old.values())
+            held = await holders(kube_client, namespace)
+            assert {held[s] for s in range(8)} <= {"old-a", "old-b"}
+            assert all(held.get(s) is None for s in range(8, 12))
+            # the old replicas stop (releasing their shards): the new one takes all 12
+            for r in old.values():
+                assert r.task is not None
+                r.task.cancel()
+            await asyncio.gather(*(r.task for r in old.values() if r.task), return_exceptions=True)
+            await eventually(
+                lambda: _true(replica.writable() == set(range(12))),
+                PATIENCE,
+                "new-a holding all 12 shards",
+            )
+
+
+async def _true(value: bool) -> bool | None:
+    return True if value else None
+
+
+async def test_a_sharded_replica_takes_nothing_while_a_leader_of_the_groups_name_lives(
+    kube_client: AsyncClient, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rollout that turns sharding on meets the old leader (`--lease-name` without
+    `--sharding`), which writes every key: the sharded replica takes no shard while that
+    Lease is renewed, and takes them all once it is released."""
+    caplog.set_level(logging.WARNING, logger="ome_routing.kube.sharding")
+    leader = await kube_client.create(
+        Lease(
+            metadata=ObjectMeta(name=GROUP, namespace=namespace),
+            spec=LeaseSpec(holderIdentity="leader-x", leaseDurationSeconds=4),
+        )
+    )
+
+    async def renew() -> None:
+        nonlocal leader
+        while True:
+            assert leader.spec is not None
+            leader.spec.renewTime = datetime.now(UTC)
+            leader = await kube_client.replace(leader)
+            await asyncio.sleep(0.5)
+
+    renewing = asyncio.create_task(renew())
+    try:
+        async with replicas(kube_client, namespace, "sharded-a", shards=4) as fleet:
+            replica = fleet["sharded-a"]
+            await eventually(
+                lambda: _true(
+                    any(
+                        r.getMessage()
+                        == "keys held by a leader or by replicas with another shard count"
+                        for r in caplog.records
+                    )
+                ),
+                PATIENCE,
+                "the warning of a leader",
+            )
+            # and past the point where a free shard is taken by anyone (a lease duration)
+            await eventually(
+                lambda: _true(any(r.getMessage() == "shard unowned" for r in caplog.records)),
+                PATIENCE,
+                "the shards unowned past the bound",
+            )
+            assert replica.writable() == set()
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
+            assert leader.spec is not None
+            leader.spec.holderIdentity = None
+            leader = await kube_client.replace(leader)
+            await eventually(
+                lambda: _true(replica.writable() == set(range(4))),
+                PATIENCE,
+                "sharded-a holding all 4 shards",
+            )
+    finally:
+        renewing.cancel()

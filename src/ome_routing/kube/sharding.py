@@ -195,6 +195,9 @@ def writing_for(lease: ShardLease | None) -> Iterator[None]:
 GROUP_LABEL = "routing.ome-routing.io/shard-group"
 ROLE_LABEL = "routing.ome-routing.io/shard-role"
 SHARD_LABEL = "routing.ome-routing.io/shard"
+#: the shard count (`--shards`) of the replica that wrote a Lease: replicas of one group
+#: with different counts split the keys differently, so one never works beside the other
+COUNT_LABEL = "routing.ome-routing.io/shard-count"
 #: how long a subscriber's `on_lost` may take (`kube.controller.WRITE_GRACE_SECONDS`)
 ON_LOST_GRACE_SECONDS = 5.0
 #: shard Lease requests (and coverage Events) one replica sends at once
@@ -261,6 +264,7 @@ class ShardSet:
         self._requests = asyncio.Semaphore(CONCURRENT_REQUESTS)
         self._task: asyncio.Task[Any] | None = None
         self._abandoned = False
+        self._foreign_warned = False
 
     # --- what the controller asks ----------------------------------------------------
 
@@ -374,8 +378,25 @@ class ShardSet:
         live = {self.identity}
         for name, member in members.items():
             holder = self._live_holder(name, member, now)
-            if holder:
+            if holder and self._same_count(member):
                 live.add(holder)
+        # a live Lease of a replica with another shard count: that replica splits the keys
+        # differently, so this one takes nothing while it holds any (a rolling update of
+        # `--shards` goes on once the old replicas are gone), and if both hold some (they
+        # started together), the smaller count yields; a live leader of the group's name
+        # (a rollout turning sharding on or off) counts as another count that always wins
+        foreign = self._foreign_counts(listed, now)
+        if await self._leader_lives(now):
+            foreign.add(0)  # a leader of the group's name (sharding off): it writes every key
+        if foreign and not self._foreign_warned:
+            log.warning(
+                "keys held by a leader or by replicas with another shard count",
+                extra={"shards": self.shards, "others": sorted(foreign)},
+            )
+        self._foreign_warned = bool(foreign)
+        if foreign and (0 in foreign or max(foreign) > self.shards):
+            for shard in list(self._tenures):
+                self._end(shard, "a leader or a replica with more shards holds keys", "handed_over")
         await self._renew_member(members.get(self._member_name))
         self._lose_expired()
         if self._assigned[0] != live:  # the same members as last turn: the same answer
@@ -404,7 +425,9 @@ class ShardSet:
                 continue
             unowned += 1
             since = self._unowned_since.setdefault(shard, self._became_free(name, found, now))
-            if preferred[shard] == self.identity:
+            if foreign:
+                pass  # another shard count holds keys: take nothing beside it
+            elif preferred[shard] == self.identity:
                 work.append(self._acquire(shard, found))
             elif now - since >= self._settings.lease_duration:
                 # its preferred member did not take it: this one keeps it for a while
@@ -454,6 +477,46 @@ class ShardSet:
         self._logged_unowned.discard(shard)
         self._reported_unowned.discard(shard)
 
+    def _same_count(self, lease: Lease) -> bool:
+        labels = (lease.metadata.labels if lease.metadata else None) or {}
+        return labels.get(COUNT_LABEL) == str(self.shards)
+
+    def _label_count(self, lease: Lease) -> None:
+        meta = lease.metadata or ObjectMeta()
+        meta.labels = {**(meta.labels or {}), COUNT_LABEL: str(self.shards)}
+        lease.metadata = meta
+
+    async def _leader_lives(self, now: float) -> bool:
+        """Whether the leader Lease of the group's name (`--lease-name` without
+        `--sharding`: a replica writing every key) has a live holder, as a rollout that
+        turns sharding on or off meets it. A Lease that cannot be read (none, no grant,
+        the API server away) is no leader: this guard is for rollouts, the shard Leases
+        are the fence."""
+        try:
+            async with asyncio.timeout(self._settings.renew_deadline):
+                lease = await self._client.get(Lease, self._group, namespace=self._namespace)
+        except Exception as err:
+            log.debug("reading leader lease %s: %s", self._group, _message(err))
+            return False
+        self._observe(self._group, lease, now)
+        holder = self._live_holder(self._group, lease, now)
+        return bool(holder) and holder != self.identity
+
+    def _foreign_counts(self, listed: list[Lease], now: float) -> set[int]:
+        """The shard counts of other replicas' live shard Leases that differ from ours
+        (a Lease without the label counts as another count: -1)."""
+        counts: set[int] = set()
+        for lease in listed:
+            meta = lease.metadata or ObjectMeta()
+            labels = meta.labels or {}
+            if labels.get(ROLE_LABEL) != "shard" or self._same_count(lease):
+                continue
+            holder = self._live_holder(meta.name or "", lease, now)
+            if holder and holder != self.identity:
+                count = labels.get(COUNT_LABEL, "")
+                counts.add(int(count) if count.isdigit() else -1)
+        return counts
+
     # --- tenures ------------------------------------------------------------------------
 
     def _lease(self, shard: int, holder: str | None, now: datetime) -> Lease:
@@ -461,7 +524,12 @@ class ShardSet:
             metadata=ObjectMeta(
                 name=shard_lease_name(self._group, shard),
                 namespace=self._namespace,
-                labels={GROUP_LABEL: self._group, ROLE_LABEL: "shard", SHARD_LABEL: str(shard)},
+                labels={
+                    GROUP_LABEL: self._group,
+                    ROLE_LABEL: "shard",
+                    SHARD_LABEL: str(shard),
+                    COUNT_LABEL: str(self.shards),
+                },
             ),
             spec=LeaseSpec(
                 holderIdentity=holder,
@@ -499,6 +567,7 @@ class ShardSet:
         spec.renewTime = now_wall
         spec.leaseTransitions = (spec.leaseTransitions or 0) + int(had_holder)
         lease.spec = spec
+        self._label_count(lease)
         return await self._client.replace(lease)  # with the version it read
 
     def _begin(self, shard: int, sent: float, written: Lease, keep_until: float | None) -> None:
@@ -646,7 +715,11 @@ class ShardSet:
                     metadata=ObjectMeta(
                         name=self._member_name,
                         namespace=self._namespace,
-                        labels={GROUP_LABEL: self._group, ROLE_LABEL: "member"},
+                        labels={
+                            GROUP_LABEL: self._group,
+                            ROLE_LABEL: "member",
+                            COUNT_LABEL: str(self.shards),
+                        },
                     ),
                     spec=LeaseSpec(
                         holderIdentity=self.identity,
@@ -665,6 +738,7 @@ class ShardSet:
             spec.leaseDurationSeconds = int(self._settings.lease_duration)
             spec.renewTime = now_wall
             lease.spec = spec
+            self._label_count(lease)
             await self._client.replace(lease)
 
     async def _release_member(self) -> None:
@@ -680,14 +754,17 @@ class ShardSet:
             log.debug("releasing member lease %s: %s", self._member_name, _message(err))
 
     async def _shutdown(self) -> None:
-        """Hand every held shard back, then the member Lease: at most `on_lost`'s grace
-        and a release's (`ON_LOST_GRACE_SECONDS` each), then a member release's."""
+        """Release the member Lease, then hand every held shard back: a member release's
+        time, then at most `on_lost`'s grace and a release's (`ON_LOST_GRACE_SECONDS`
+        each). The member Lease goes first so that the others stop preferring this
+        replica at once and take each shard as soon as it is released."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(ON_LOST_GRACE_SECONDS):
+                await self._release_member()
         for shard in list(self._tenures):
             self._end(shard, "shutting down", "released")
         if self._background:
             await asyncio.wait(set(self._background), timeout=2 * ON_LOST_GRACE_SECONDS)
-        async with asyncio.timeout(ON_LOST_GRACE_SECONDS):
-            await self._release_member()
 
     # --- coverage -----------------------------------------------------------------------
 
