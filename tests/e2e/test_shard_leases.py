@@ -504,6 +504,14 @@ async def test_a_tenure_refuses_writes_once_renewals_fail_past_the_renew_deadlin
         await relay.close()
 
 
+#: the warning of a replica that keeps off keys another writer holds
+ANOTHER_WRITER = "keys held by a leader or by replicas with another shard count"
+
+
+def _logged(caplog: pytest.LogCaptureFixture, message: str) -> bool:
+    return any(r.getMessage() == message for r in caplog.records)
+
+
 async def _true(value: bool) -> bool:
     return value
 
@@ -521,22 +529,17 @@ async def test_a_replica_with_another_shard_count_takes_nothing_until_the_others
         async with replicas(kube_client, namespace, "new-a", shards=12) as new:
             replica = new["new-a"]
 
-            def warned(message: str) -> bool:
-                return any(r.getMessage() == message for r in caplog.records)
-
             # positive signals first: it saw the other count, and it has gone on turning
             # past the point where a free shard is taken even by a replica not preferred
             # for it (a lease duration): shards 8-11 have no Lease, and it warns of them
             # as unowned past lease duration + 2 retries
             await eventually(
-                lambda: _true(
-                    warned("keys held by a leader or by replicas with another shard count")
-                ),
+                lambda: _true(_logged(caplog, ANOTHER_WRITER)),
                 PATIENCE,
                 "the warning of another shard count",
             )
             await eventually(
-                lambda: _true(warned("shard unowned")), PATIENCE, "shards 8-11 unowned"
+                lambda: _true(_logged(caplog, "shard unowned")), PATIENCE, "shards 8-11 unowned"
             )
             assert replica.writable() == set(), "took a shard beside another count"
             assert replica.gauge("ome_routing_shards_unowned") == 4
@@ -554,10 +557,6 @@ async def test_a_replica_with_another_shard_count_takes_nothing_until_the_others
                 PATIENCE,
                 "new-a holding all 12 shards",
             )
-
-
-async def _true(value: bool) -> bool | None:
-    return True if value else None
 
 
 async def test_a_sharded_replica_takes_nothing_while_a_leader_of_the_groups_name_lives(
@@ -587,19 +586,13 @@ async def test_a_sharded_replica_takes_nothing_while_a_leader_of_the_groups_name
         async with replicas(kube_client, namespace, "sharded-a", shards=4) as fleet:
             replica = fleet["sharded-a"]
             await eventually(
-                lambda: _true(
-                    any(
-                        r.getMessage()
-                        == "keys held by a leader or by replicas with another shard count"
-                        for r in caplog.records
-                    )
-                ),
+                lambda: _true(_logged(caplog, ANOTHER_WRITER)),
                 PATIENCE,
                 "the warning of a leader",
             )
             # and past the point where a free shard is taken by anyone (a lease duration)
             await eventually(
-                lambda: _true(any(r.getMessage() == "shard unowned" for r in caplog.records)),
+                lambda: _true(_logged(caplog, "shard unowned")),
                 PATIENCE,
                 "the shards unowned past the bound",
             )

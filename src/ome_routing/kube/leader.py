@@ -408,16 +408,29 @@ class LeaderElector:
 
     async def _release(self) -> None:
         """Give the Lease up if we hold it, so that a standby need not wait for expiry."""
-        try:
-            lease = await self._client.get(Lease, self._name, namespace=self._namespace)
-            if lease.spec is None or lease.spec.holderIdentity != self.identity:
-                return
-            lease.spec.holderIdentity = None
-            lease.spec.leaseDurationSeconds = 1
-            lease.spec.renewTime = micro_now()
-            await self._client.replace(lease)
-        except Exception as err:  # best effort: the Lease expires anyway
-            log.debug("releasing lease %s: %s", self._name, err)
+        await release_lease(self._client, self._namespace, self._name, self.identity)
+
+
+def mark_released(lease: Lease, identity: str) -> bool:
+    """Make `lease` released, as client-go releases one (no holder, a duration of 1 s,
+    renewed now), if `identity` holds it; whether it did (then it is to be replaced)."""
+    if lease.spec is None or lease.spec.holderIdentity != identity:
+        return False
+    lease.spec.holderIdentity = None
+    lease.spec.leaseDurationSeconds = 1
+    lease.spec.renewTime = micro_now()
+    return True
+
+
+async def release_lease(client: AsyncClient, namespace: str, name: str, identity: str) -> None:
+    """Read the Lease and give it up if `identity` holds it; best effort (an error is
+    logged at debug): a Lease not released expires anyway."""
+    try:
+        lease = await client.get(Lease, name, namespace=namespace)
+        if mark_released(lease, identity):
+            await client.replace(lease)
+    except Exception as err:
+        log.debug("releasing lease %s: %s", name, err)
 
 
 def _failed_with(task: asyncio.Task[Any], kind: type[BaseException]) -> bool:

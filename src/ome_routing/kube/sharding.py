@@ -90,7 +90,9 @@ from ome_routing.kube.leader import (
     Observation,
     jittered,
     lease_is_free,
+    mark_released,
     micro_now,
+    release_lease,
 )
 from ome_routing.metrics import RoutingMetrics
 
@@ -684,11 +686,8 @@ class ShardSet:
     async def _release(self, shard: int, lease: Lease | None) -> None:
         """Give the shard's Lease up (no holder), with the version last read or written."""
         lease = lease or self._mine.get(shard)
-        if lease is None or lease.spec is None or lease.spec.holderIdentity != self.identity:
+        if lease is None or not mark_released(lease, self.identity):
             return
-        lease.spec.holderIdentity = None
-        lease.spec.leaseDurationSeconds = 1
-        lease.spec.renewTime = micro_now()
         try:
             async with asyncio.timeout(ON_LOST_GRACE_SECONDS):
                 await self._client.replace(lease)
@@ -742,16 +741,7 @@ class ShardSet:
             await self._client.replace(lease)
 
     async def _release_member(self) -> None:
-        try:
-            lease = await self._client.get(Lease, self._member_name, namespace=self._namespace)
-            if lease.spec is None or lease.spec.holderIdentity != self.identity:
-                return
-            lease.spec.holderIdentity = None
-            lease.spec.leaseDurationSeconds = 1
-            lease.spec.renewTime = micro_now()
-            await self._client.replace(lease)
-        except Exception as err:  # best effort: it expires anyway
-            log.debug("releasing member lease %s: %s", self._member_name, _message(err))
+        await release_lease(self._client, self._namespace, self._member_name, self.identity)
 
     async def _shutdown(self) -> None:
         """Release the member Lease, then hand every held shard back: a member release's
