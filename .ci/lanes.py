@@ -32,9 +32,9 @@ The lanes (see docs/developing.md, "CI times"):
   lane is done or waits for a build, and no other suite starts while it runs (only the
   niced builds go on beside it). Warm, that is after every other suite; cold, while the
   gateways or promtool are still being built, and the suites waiting for them start after
-  it. It is the chaos suite's two files whose figures a loaded machine lowers: the hostile
-  scenario counts how often 1,000 homes are polled, and the control-plane test counts the
-  writes at rest.
+  it. It is the three files whose figures a loaded machine lowers: the hostile scenario
+  counts how often 1,000 homes are polled, the control-plane test counts the writes at
+  rest, and tests/shards' kill test bounds the time until a killed replica's maps follow.
 
 SIGTERM or SIGINT to this process is passed on to every step running as SIGINT, so that
 each pytest stops its control planes and gateways, and the summary is still printed.
@@ -98,8 +98,13 @@ E2E_SHARDED = tuple(
 
 #: e2e-sharded's two steps (every other file): each about as long as a half of tests/e2e
 E2E_SHARDED_HALVES = (E2E_SHARDED[0::2], E2E_SHARDED[1::2])
-#: the chaos files that run alone (`chaos-quiet`): their figures are ones load lowers
-CHAOS_QUIET = ("tests/chaos/test_control_plane.py", "tests/chaos/test_hostile_reporters.py")
+#: the files that run alone (`chaos-quiet`): their figures are ones load lowers (the
+#: shards' kill test bounds the time until a killed replica's maps follow again)
+CHAOS_QUIET = (
+    "tests/chaos/test_control_plane.py",
+    "tests/chaos/test_hostile_reporters.py",
+    "tests/shards/test_shards_kill.py",
+)
 
 
 @dataclass
@@ -170,6 +175,13 @@ def plan() -> dict[str, list[Step]]:
     plane = ("tools-control-plane", "tools-gateway-api")
     gateways = (*plane, "tools-gateways")
     e2e = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests" / "e2e").glob("test_*.py"))
+    shards_rest = sorted(
+        path
+        for path in (
+            str(p.relative_to(REPO)) for p in (REPO / "tests" / "shards").glob("test_*.py")
+        )
+        if path not in CHAOS_QUIET
+    )
     chaos_rest = sorted(
         path
         for path in (str(p.relative_to(REPO)) for p in (REPO / "tests" / "chaos").glob("test_*.py"))
@@ -231,7 +243,7 @@ def plan() -> dict[str, list[Step]]:
         "kube": [
             pytest_step("e2e-1", *e2e[0::2], needs=plane),
             pytest_step("soak", "tests/soak", needs=plane),
-            pytest_step("shards", "tests/shards", needs=plane),
+            pytest_step("shards", *shards_rest, needs=plane),
             pytest_step(
                 "docs-chart", "tests/docs", "tests/chart", needs=(*plane, "tools-promtool")
             ),

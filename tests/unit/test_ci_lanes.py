@@ -213,9 +213,19 @@ def test_the_chaos_suite_runs_whole_and_only_two_files_alone(lanes: ModuleType) 
     chaos = {s.name: s for s in lanes.plan()["chaos"]}
     quiet = [a for a in chaos["chaos-quiet"].argv if a.startswith("tests/")]
     rest = [a for a in chaos["chaos"].argv if a.startswith("tests/")]
-    assert quiet == ["tests/chaos/test_control_plane.py", "tests/chaos/test_hostile_reporters.py"]
+    assert quiet == [
+        "tests/chaos/test_control_plane.py",
+        "tests/chaos/test_hostile_reporters.py",
+        "tests/shards/test_shards_kill.py",
+    ]
     assert chaos["chaos-quiet"].alone and not chaos["chaos"].alone
-    every = sorted(f"tests/chaos/{p.name}" for p in (lanes.REPO / "tests/chaos").glob("test_*.py"))
+    shards = next(s for s in lanes.plan()["kube"] if s.name == "shards")
+    rest += [a for a in shards.argv if a.startswith("tests/")]
+    every = sorted(
+        f"tests/{suite}/{p.name}"
+        for suite in ("chaos", "shards")
+        for p in (lanes.REPO / "tests" / suite).glob("test_*.py")
+    )
     assert sorted(quiet + rest) == every
     assert not set(quiet) & set(rest)
 
