@@ -32,7 +32,7 @@ against the same trials before the kill, and none of their maps losing its ceili
 Not a test: the figures depend on the machine. Usage: python bench/sharding/run.py
 [--services 600] [--homes 2] [--period 5s] [--shards 64] [--steady-seconds 45]. In seconds,
 for a check that it runs (`tests/bench`): --services 6 --probes 3 --shards 8 --period 2s
---steady-seconds 1 --quiet-seconds 1 --trials 1 --lease 4s,3s,1s
+--steady-seconds 1 --quiet-seconds 1 --trials 1 --lease 8s,6s,1s
 """
 
 from __future__ import annotations
@@ -157,13 +157,25 @@ class Replica:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def exited(self) -> SystemExit:
+        """The error for a replica that is gone, with its exit code and its log's end."""
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        tail = "\n".join(lines[-40:])
+        return SystemExit(f"{self.identity} exited ({self.process.returncode}):\n{tail}")
+
     async def scrape(self) -> dict[str, float]:
-        """Every sample of its /metrics, summed over labels, by metric name."""
-        async with (
-            aiohttp.ClientSession(trust_env=False) as session,
-            session.get(self.metrics_url) as response,
-        ):
-            text = await response.text()
+        """Every sample of its /metrics, summed over labels, by metric name; a replica
+        that has exited is an error that shows its log."""
+        try:
+            async with (
+                aiohttp.ClientSession(trust_env=False) as session,
+                session.get(self.metrics_url) as response,
+            ):
+                text = await response.text()
+        except aiohttp.ClientError:
+            if not self.alive:
+                raise self.exited() from None
+            raise
         samples: dict[str, float] = {}
         for line in text.splitlines():
             if line.startswith("#") or not line:
@@ -223,8 +235,6 @@ async def start_replica(
     replica = Replica(identity, process, log_path, f"http://127.0.0.1:{metrics_port}/metrics")
     replica._log = output
     while True:
-        if not replica.alive:
-            raise SystemExit(f"{identity} exited:\n{log_path.read_text()}")
         try:
             await replica.scrape()
             return replica
@@ -298,7 +308,7 @@ async def converge(
             raise SystemExit(f"{held}/{load.homes} homes held, {fallback} without a ceiling")
         for replica in replicas:
             if not replica.alive:
-                raise SystemExit(f"{replica.identity} exited:\n{replica.log_path.read_text()}")
+                raise replica.exited()
         await asyncio.sleep(0.5)
     await wait_for_rest(client, args.converge_limit, args.quiet_seconds)
     return time.monotonic() - started

@@ -62,7 +62,7 @@ BENCHES = [
     Bench(
         "sharding/run.py",
         "--services 6 --probes 3 --shards 8 --period 2s --steady-seconds 1 --quiet-seconds 1"
-        " --trials 1 --lease 4s,3s,1s",
+        " --trials 1 --lease 8s,6s,1s",
         "| SIGKILL one of 3 | value |",
         NGINX,
     ),
