@@ -172,8 +172,9 @@ class TestShardingGrant:
             ((), ("create", "list")),
             (shards, ("get", "update")),
             # the member Lease, whose name holds a hash of the pod's identity (and the
-            # leader Lease of the group's name, read to keep off a leader's keys)
-            ((), ("get", "update")),
+            # leader Lease of the group's name, read to keep off a leader's keys); delete:
+            # the member Leases of replicas gone for good
+            ((), ("get", "update", "delete")),
         }
         events = rules_on(docs, "events.k8s.io", "events")
         assert [(r.get("resourceNames"), r["verbs"]) for r in events] == [(None, ["create"])]

@@ -39,9 +39,11 @@ from ome_routing.devcluster import LocalControlPlane
 from ome_routing.kube.fencing import NotLeader
 from ome_routing.kube.leader import ElectionSettings
 from ome_routing.kube.sharding import (
+    COUNT_LABEL,
     GROUP_LABEL,
     ROLE_LABEL,
     SHARD_LABEL,
+    STALE_MEMBER_LEASES,
     UNOWNED_REASON,
     ShardLease,
     ShardSet,
@@ -81,12 +83,16 @@ class Replica:
 
 @contextlib.asynccontextmanager
 async def replicas(
-    client: AsyncClient, namespace: str, *identities: str, shards: int = SHARDS
+    client: AsyncClient,
+    namespace: str,
+    *identities: str,
+    shards: int = SHARDS,
+    settings: ElectionSettings = SETTINGS,
 ) -> AsyncIterator[dict[str, Replica]]:
     """Replicas started at once (more with `join`), all stopped (cancelled) at the end."""
     fleet: dict[str, Replica] = {}
     for identity in identities:
-        join(fleet, client, namespace, identity, shards=shards)
+        join(fleet, client, namespace, identity, shards=shards, settings=settings)
     try:
         yield fleet
     finally:
@@ -103,6 +109,7 @@ def join(
     identity: str,
     *,
     shards: int = SHARDS,
+    settings: ElectionSettings = SETTINGS,
 ) -> Replica:
     metrics = RoutingMetrics()
     shard_set = ShardSet(
@@ -111,7 +118,7 @@ def join(
         group=GROUP,
         identity=identity,
         shards=shards,
-        settings=SETTINGS,
+        settings=settings,
         metrics=metrics,
     )
     replica = Replica(shard_set, metrics)
@@ -610,3 +617,55 @@ async def test_a_sharded_replica_takes_nothing_while_a_leader_of_the_groups_name
             )
     finally:
         renewing.cancel()
+
+
+async def test_a_member_lease_left_unrenewed_is_deleted_and_the_live_ones_are_kept(
+    kube_client: AsyncClient, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A replica gone for good (a Deployment's pod comes back under a new name) leaves
+    its member Lease: once it has gone unrenewed `STALE_MEMBER_LEASES` lease durations in
+    a live replica's view, that replica deletes it; a released one goes the same way, and
+    the live members' Leases stay. Leases of 1 s here, so stale after 10 s."""
+    caplog.set_level(logging.INFO, logger="ome_routing.kube.sharding")
+    quick = ElectionSettings(lease_duration=1.0, renew_deadline=0.8, retry_period=0.2)
+    long_ago = datetime(2026, 1, 1, microsecond=1, tzinfo=UTC)  # a MicroTime needs one
+    left = {"gone-killed": "gone-killed", "gone-released": None}
+    for identity, holder in left.items():
+        await kube_client.create(
+            Lease(
+                metadata=ObjectMeta(
+                    name=member_lease_name(GROUP, identity),
+                    namespace=namespace,
+                    labels={GROUP_LABEL: GROUP, ROLE_LABEL: "member", COUNT_LABEL: str(SHARDS)},
+                ),
+                spec=LeaseSpec(holderIdentity=holder, leaseDurationSeconds=1, renewTime=long_ago),
+            )
+        )
+
+    async def members() -> set[str]:
+        found = set()
+        async for lease in kube_client.list(
+            Lease, namespace=namespace, labels={GROUP_LABEL: GROUP, ROLE_LABEL: "member"}
+        ):
+            assert lease.metadata is not None and lease.metadata.name is not None
+            found.add(lease.metadata.name)
+        return found
+
+    live = {member_lease_name(GROUP, i) for i in ("replica-a", "replica-b")}
+    async with replicas(kube_client, namespace, "replica-a", "replica-b", settings=quick):
+        await eventually(
+            lambda: _true(_logged(caplog, "deleted stale member lease")),
+            PATIENCE + STALE_MEMBER_LEASES * quick.lease_duration,
+            "a stale member lease deleted",
+        )
+
+        async def only_live() -> set[str] | None:
+            found = await members()
+            return found if found == live else None
+
+        # both stale Leases go, and by then the live replicas have renewed theirs for
+        # more than STALE_MEMBER_LEASES lease durations: they are kept
+        assert await eventually(only_live, PATIENCE, f"only {sorted(live)} left") == live
+        deleted = [r for r in caplog.records if r.getMessage() == "deleted stale member lease"]
+        assert {r.lease for r in deleted} == {member_lease_name(GROUP, i) for i in left}
+        assert {r.holder for r in deleted} == {"gone-killed", ""}

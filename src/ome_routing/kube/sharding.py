@@ -208,6 +208,11 @@ CONCURRENT_REQUESTS = 8
 #: this many lease durations before it is handed over again (no ping-pong with a member
 #: that cannot take it, as one whose grant does not name the shard's Lease)
 FALLBACK_HOLD_LEASES = 10
+#: a member Lease of another replica that stays unrenewed (or released) this many lease
+#: durations in this replica's view is deleted: its replica is gone for good (a pod of a
+#: Deployment comes back under a new name, so a new member Lease), and the group's list
+#: would otherwise grow by one Lease a pod for ever
+STALE_MEMBER_LEASES = 10
 #: the coverage Event (ours): reason, action, and who reports it
 UNOWNED_REASON = "ShardUnowned"
 UNOWNED_ACTION = "Acquire"
@@ -437,6 +442,7 @@ class ShardSet:
                 hold = FALLBACK_HOLD_LEASES * self._settings.lease_duration
                 work.append(self._acquire(shard, found, keep_until=now + hold))
             work.extend(self._coverage(shard, now - since, preferred[shard]))
+        work.extend(self._prune(name, member, now) for name, member in self._stale(members, now))
         for result in await asyncio.gather(*work, return_exceptions=True):
             if isinstance(result, Exception):  # a fault of ours: the next turn goes on
                 log.error("shard leases: %s", result, exc_info=result)
@@ -739,6 +745,37 @@ class ShardSet:
             lease.spec = spec
             self._label_count(lease)
             await self._client.replace(lease)
+
+    def _stale(self, members: dict[str, Lease], now: float) -> list[tuple[str, Lease]]:
+        """Other replicas' member Leases unchanged (not renewed, or released) for
+        `STALE_MEMBER_LEASES` lease durations, judged on this replica's clock."""
+        stale = []
+        for name, lease in members.items():
+            observed = self._observed.get(name)
+            if name == self._member_name or observed is None:
+                continue
+            if now - observed.seen_change_at >= STALE_MEMBER_LEASES * self._duration(lease):
+                stale.append((name, lease))
+        return stale
+
+    async def _prune(self, name: str, lease: Lease, now: float) -> None:
+        """Delete a stale member Lease. Every live replica may: a second delete finds it
+        gone. A replica that comes back just then finds its Lease missing on its next
+        renewal and creates it again, as at its start."""
+        observed = self._observed.pop(name, None)
+        idle = now - observed.seen_change_at if observed is not None else 0.0
+        async with self._requests:
+            try:
+                async with asyncio.timeout(self._settings.renew_deadline):
+                    await self._client.delete(Lease, name, namespace=self._namespace)
+            except Exception as err:  # gone already, no grant, or the API server away
+                log.debug("deleting stale member lease %s: %s", name, _message(err))
+                return
+        holder = lease.spec.holderIdentity if lease.spec else None
+        log.info(
+            "deleted stale member lease",
+            extra={"lease": name, "holder": holder or "", "unrenewed": _duration(idle)},
+        )
 
     async def _release_member(self) -> None:
         await release_lease(self._client, self._namespace, self._member_name, self.identity)
