@@ -64,7 +64,8 @@ class Api:
     def __init__(self, kubeconfig: str | None, context: str | None) -> None:
         import httpx2
         from lightkube import KubeConfig
-        from lightkube.config import client_adapter
+
+        from ome_routing.kube import lightkube_adapter
 
         path = kubeconfig or (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0]
         try:
@@ -75,8 +76,7 @@ class Api:
             single = config.get(context_name=context)
             if single is None:
                 raise KubeconfigError("no context selected")
-            params = client_adapter.ConnectionParams(timeout=httpx2.Timeout(REQUEST_TIMEOUT))
-            self._client = client_adapter.Client(single, params)
+            self._client = lightkube_adapter.http_client(single, httpx2.Timeout(REQUEST_TIMEOUT))
         except KubeconfigError:
             raise
         except Exception as err:  # lightkube raises several types for a bad kubeconfig

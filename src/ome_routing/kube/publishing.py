@@ -67,6 +67,7 @@ from ome_routing.core.publication_objects import (
     tls_policy_body,
 )
 from ome_routing.core.publication_status import Reason
+from ome_routing.kube import lightkube_adapter
 from ome_routing.kube.publish_checks import (
     PublishError,
     api_message,
@@ -162,12 +163,14 @@ class Publishing:
         controller-runtime client reads its informer's cache. Without it a LIST is a
         consistent read, which waits for that cache to catch up with etcd: tens of
         milliseconds while maps and routes are being written."""
-        generic = self._client._client  # lightkube's request builder, as `fenced_delete`
-        request = generic.prepare_request(
-            method, resource, name=name, namespace=namespace, params={"resourceVersion": "0"}
+        response = await lightkube_adapter.send_request(
+            self._client,
+            method,
+            resource,
+            name=name,
+            namespace=namespace,
+            params={"resourceVersion": "0"},
         )
-        response = await generic.send(generic.build_adapter_request(request))  # type: ignore[no-untyped-call]
-        generic.handle_response(method, response, request)
         body: Raw = response.json()
         return body
 
