@@ -210,7 +210,7 @@ class Informer:
         timing: WatchTiming = WATCH_TIMING,
         rng: random.Random | None = None,
     ) -> None:
-        self._client = client
+        self._kube = client
         #: a label selector for the list and every watch (lightkube's `labels`)
         self._labels = labels
         #: see `WATCH_IDLE_TIMEOUT` and `MIN_WATCH_TIMEOUT`
@@ -294,11 +294,11 @@ class Informer:
     async def _list_into_new_cache(self) -> str:
         selector: dict[str, Any] = {} if self._labels is None else {"labels": self._labels}
         listing = (
-            self._client.list(
+            self._kube.list(
                 self._resource, namespace=ALL_NAMESPACES, chunk_size=self._page, **selector
             )
             if self._namespaced
-            else self._client.list(self._resource, chunk_size=self._page, **selector)
+            else self._kube.list(self._resource, chunk_size=self._page, **selector)
         )
         fresh = self._store()
         async for obj in listing:
@@ -356,7 +356,7 @@ class Informer:
             params["labelSelector"] = lightkube_adapter.label_selector(self._labels)
         # the read timeout is the idle bound: a watch that sends no byte for that long ends
         response = await lightkube_adapter.open_watch(
-            self._client,
+            self._kube,
             self._resource,
             all_namespaces=self._namespaced,
             params=params,
