@@ -123,6 +123,14 @@ def test_the_request_layer_calls_are_the_ones_the_adapter_makes(
     assert parameters(function) == expected
 
 
+@pytest.mark.parametrize("method", ["request", "list_chunks", "watch"])
+def test_every_request_of_the_layer_is_sent_through_its_own_send(method: str) -> None:
+    """`filter_sends` wraps the layer's `send`: a request sent round it would pass no gate."""
+    source = inspect.getsource(getattr(GenericAsyncClient, method))
+    assert "await self.send(" in source
+    assert "self._client.send(" not in source
+
+
 def test_raise_for_status_is_a_static_method_of_the_request_layer() -> None:
     assert isinstance(inspect.getattr_static(GenericClient, "raise_for_status"), staticmethod)
 
