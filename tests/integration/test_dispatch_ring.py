@@ -36,7 +36,7 @@ class Recorded(Dispatcher):
 
     def _fly(self, home: Home, now: float) -> None:
         self.sent.append((home, now))
-        self._client.budget.release()
+        self._poller.budget.release()
 
     def _ring(self) -> None:
         self.rings += 1

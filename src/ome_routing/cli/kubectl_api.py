@@ -64,7 +64,8 @@ class Api:
     def __init__(self, kubeconfig: str | None, context: str | None) -> None:
         import httpx2
         from lightkube import KubeConfig
-        from lightkube.config import client_adapter
+
+        from ome_routing.kube import lightkube_adapter
 
         path = kubeconfig or (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0]
         try:
@@ -75,8 +76,7 @@ class Api:
             single = config.get(context_name=context)
             if single is None:
                 raise KubeconfigError("no context selected")
-            params = client_adapter.ConnectionParams(timeout=httpx2.Timeout(REQUEST_TIMEOUT))
-            self._client = client_adapter.Client(single, params)
+            self._http = lightkube_adapter.http_client(single, httpx2.Timeout(REQUEST_TIMEOUT))
         except KubeconfigError:
             raise
         except Exception as err:  # lightkube raises several types for a bad kubeconfig
@@ -85,7 +85,7 @@ class Api:
         self.namespace: str = single.namespace
 
     def close(self) -> None:
-        self._client.close()
+        self._http.close()
 
     def _send(
         self,
@@ -104,7 +104,7 @@ class Api:
             headers["Content-Type"] = content_type
         seconds = max(0.001, min(timeout, REQUEST_TIMEOUT))
         try:
-            request = self._client.build_request(
+            request = self._http.build_request(
                 method,
                 path,
                 params=dict(params or {}),
@@ -112,7 +112,7 @@ class Api:
                 headers=headers,
                 timeout=httpx2.Timeout(seconds),
             )
-            response = self._client.send(request, stream=True)
+            response = self._http.send(request, stream=True)
             try:
                 data = b""
                 for chunk in response.iter_bytes():

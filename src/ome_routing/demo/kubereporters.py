@@ -110,7 +110,7 @@ class KubernetesReporters:
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._task: asyncio.Task[None] | None = None
-        self._client: AsyncClient | None = None
+        self._kube: AsyncClient | None = None
 
     def __getitem__(self, name: str) -> KubernetesHome:
         return self._homes[name]
@@ -144,8 +144,8 @@ class KubernetesReporters:
 
     async def _start(self) -> None:
         config = KubeConfig.from_file(self._plane.kubeconfig)
-        self._client = AsyncClient(config=config, trust_env=False)
-        reporter = KubernetesReporter(self._client, poll_path=POLL_PATH)
+        self._kube = AsyncClient(config=config, trust_env=False)
+        reporter = KubernetesReporter(self._kube, poll_path=POLL_PATH)
         app = reporter.app()
 
         @web.middleware
@@ -178,8 +178,8 @@ class KubernetesReporters:
             await asyncio.gather(self._task, return_exceptions=True)
         if self._runner is not None:
             await self._runner.cleanup()
-        if self._client is not None:
-            await self._client.close()
+        if self._kube is not None:
+            await self._kube.close()
 
     def close(self) -> None:
         loop, thread = self._loop, self._thread

@@ -115,7 +115,7 @@ class Controller:
         caches: SharedCaches | None = None,
         shards: ShardOwner | None = None,
     ) -> None:
-        self._client = client
+        self._kube = client
         self._config = config
         self._metrics = metrics
         self._clock = clock
@@ -184,10 +184,10 @@ class Controller:
         caches = self._caches
         own = caches is None
         if caches is None:
-            caches = SharedCaches(self._client)
+            caches = SharedCaches(self._kube)
             self._listen(caches)
         self._isvcs, self._maps = caches.isvcs, caches.maps
-        self._writes = MapWrites(self._client, caches.maps, self._metrics, self._clock)
+        self._writes = MapWrites(self._kube, caches.maps, self._metrics, self._clock)
         tasks: list[asyncio.Task[None]] = []
         try:
             if own:
@@ -197,7 +197,7 @@ class Controller:
             await observer.start()
             await prober.start()  # after `_hold_existing_homes`: their first probes spread
             if self._config.journal:
-                self._journal = Journal(self._client, self._clock)
+                self._journal = Journal(self._kube, self._clock)
                 tasks.append(asyncio.create_task(self._journal.run(), name="journal"))
             for _ in range(limits.max_concurrent_reconciles):
                 tasks.append(asyncio.create_task(self._worker(), name="reconcile"))

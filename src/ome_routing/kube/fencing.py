@@ -1,8 +1,9 @@
 """The write gate: one door that every API request of the leader's work goes through.
 
 `FencedClient` is lightkube's `AsyncClient` whose requests pass a `WriteGate` on their
-way out. The gate sits in the client's `send`, the one call that every request of
-lightkube's goes through (create, replace, patch, apply, delete, deletecollection, list,
+way out. The gate sits in the send of the client's request layer
+(`lightkube_adapter.filter_sends`), the one call that every request of lightkube's goes
+through (create, replace, patch, apply, delete, deletecollection, list,
 watch, and a request built by hand such as `resources.fenced_delete`), so no writer of
 the process can go round it, and nothing has to remember to ask:
 
@@ -38,10 +39,9 @@ import asyncio
 from typing import Any, Protocol
 
 import httpx2
-from lightkube import AsyncClient
-from lightkube.config.client_adapter import ConnectionParams
-from lightkube.config.kubeconfig import KubeConfig, SingleConfig
-from lightkube.core.generic_client import GenericAsyncClient
+from lightkube import AsyncClient, KubeConfig, SingleConfig
+
+from ome_routing.kube import lightkube_adapter
 
 #: the methods that change nothing
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -68,36 +68,27 @@ class WriteGate(Protocol):
         """Return if a read may be sent now; else raise `NotLeader`."""
 
 
-class _GatedRequests(GenericAsyncClient):
-    """lightkube's request layer, asking the gate before each request is sent."""
+class _Gated:
+    """The gate as a filter of lightkube's request layer (`lightkube_adapter.filter_sends`)."""
 
-    def __init__(
-        self,
-        gate: WriteGate,
-        params: ConnectionParams,
-        config: SingleConfig | KubeConfig | None,
-        field_manager: str | None,
-    ) -> None:
+    def __init__(self, gate: WriteGate) -> None:
         self._gate = gate
-        super().__init__(params, config, field_manager=field_manager)
 
-    async def send(self, req: httpx2.Request, stream: bool = False) -> httpx2.Response:
+    async def __call__(
+        self, req: httpx2.Request, stream: bool, send: lightkube_adapter.Send
+    ) -> httpx2.Response:
         request = f"{req.method} {req.url.path}"
         if req.method in READS:
             self._gate.check_read(request)
-            return await self._send(req, stream)
+            return await send(req, stream)
         budget = self._gate.check_write(request)
         req.extensions["trace"] = self._at_the_wire(request)
         try:
             async with asyncio.timeout(budget):
-                return await self._send(req, stream)
+                return await send(req, stream)
         except TimeoutError as err:
             # what client-go's request returns when its context's deadline passes
             raise httpx2.TimeoutException(DEADLINE_EXCEEDED, request=req) from err
-
-    async def _send(self, req: httpx2.Request, stream: bool) -> httpx2.Response:
-        response: httpx2.Response = await super().send(req, stream=stream)  # type: ignore[no-untyped-call]
-        return response
 
     def _at_the_wire(self, request: str) -> Any:
         """httpcore's trace callback: the gate again, just before the bytes are written."""
@@ -122,7 +113,5 @@ class FencedClient(AsyncClient):
         trust_env: bool = True,
         timeout: httpx2.Timeout | None = None,
     ) -> None:
-        # what AsyncClient.__init__ does, with the gated request layer in place of its own
-        self._timeout = timeout if timeout is not None else httpx2.Timeout(10.0)
-        params = ConnectionParams(timeout=self._timeout, trust_env=trust_env)
-        self._client = _GatedRequests(gate, params, config, field_manager)
+        super().__init__(config, timeout=timeout, field_manager=field_manager, trust_env=trust_env)
+        lightkube_adapter.filter_sends(self, _Gated(gate))

@@ -167,7 +167,7 @@ class Journal:
         *,
         instance: str | None = None,
     ) -> None:
-        self._client = client
+        self._kube = client
         self._clock = clock
         self.instance = instance or f"{REPORTING_CONTROLLER.split('/')[-1]}-{socket.gethostname()}"
         self._tracked: dict[SeriesKey, _Tracked] = {}
@@ -369,7 +369,7 @@ class Journal:
         }
         if count is not None and count > 1:
             body["series"] = {"count": count, "lastObservedTime": micro_time(tracked.series.last)}
-        created = await self._client.create(cast(Event, Event.from_dict(body)))
+        created = await self._kube.create(cast(Event, Event.from_dict(body)))
         name = created.metadata.name if created.metadata is not None else None
         tracked.series = replace(tracked.series, name=name or body["metadata"]["name"])
 
@@ -380,7 +380,7 @@ class Journal:
             return
         patch = {"series": {"count": count, "lastObservedTime": micro_time(tracked.series.last)}}
         try:
-            await self._client.patch(
+            await self._kube.patch(
                 Event,
                 tracked.series.name,
                 patch,

@@ -213,7 +213,7 @@ class LeaderElector:
         clock: Callable[[], float] = time.monotonic,
         draw: Callable[[], float] = random.random,
     ) -> None:
-        self._client = client
+        self._kube = client
         self._draw = draw
         self._namespace = namespace
         self._name = name
@@ -354,12 +354,12 @@ class LeaderElector:
         now_wall = micro_now()
         try:
             try:
-                lease = await self._client.get(Lease, self._name, namespace=self._namespace)
+                lease = await self._kube.get(Lease, self._name, namespace=self._namespace)
             except ApiError as err:
                 if err.status.code != 404:
                     raise
                 self._answered_at = self._clock()
-                await self._client.create(self._new_lease(now_wall, transitions=0))
+                await self._kube.create(self._new_lease(now_wall, transitions=0))
                 self._observed = Observation(self.identity, now_wall, self._clock())
                 self._renewed_at = sent
                 return _Attempt.HELD
@@ -379,7 +379,7 @@ class LeaderElector:
                 had_holder = bool(lease.spec and lease.spec.holderIdentity)
                 spec.leaseTransitions = (spec.leaseTransitions or 0) + int(had_holder)
             lease.spec = spec
-            await self._client.replace(lease)  # carries the resourceVersion it read
+            await self._kube.replace(lease)  # carries the resourceVersion it read
             self._observed = Observation(self.identity, now_wall, self._clock())
             self._renewed_at = sent
             return _Attempt.HELD
@@ -408,7 +408,7 @@ class LeaderElector:
 
     async def _release(self) -> None:
         """Give the Lease up if we hold it, so that a standby need not wait for expiry."""
-        await release_lease(self._client, self._namespace, self._name, self.identity)
+        await release_lease(self._kube, self._namespace, self._name, self.identity)
 
 
 def mark_released(lease: Lease, identity: str) -> bool:

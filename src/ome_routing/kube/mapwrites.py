@@ -66,7 +66,7 @@ class MapWrites:
         metrics: RoutingMetrics,
         clock: Callable[[], datetime],
     ) -> None:
-        self._client = client
+        self._kube = client
         self._maps = maps
         self._metrics = metrics
         self._clock = clock
@@ -74,7 +74,7 @@ class MapWrites:
     async def read_live(self, resource: Any, key: ServiceKey) -> RawObject | None:
         """The object as the API server holds it now (not the cache); None when gone."""
         try:
-            return raw(await self._client.get(resource, key[1], namespace=key[0]))
+            return raw(await self._kube.get(resource, key[1], namespace=key[0]))
         except ApiError as err:
             if err.status.code == 404:
                 return None
@@ -110,13 +110,13 @@ class MapWrites:
         if marks:  # ours (a ramp's); OME's maps carry none
             body["metadata"]["annotations"] = marks
         return await self._send(
-            "create", self._client.create(TrafficMap.from_dict(body), field_manager=FIELD_MANAGER)
+            "create", self._kube.create(TrafficMap.from_dict(body), field_manager=FIELD_MANAGER)
         )
 
     async def patch_spec(self, key: ServiceKey, body: Mapping[str, Any]) -> RawObject:
         return await self._send(
             "spec",
-            self._client.patch(
+            self._kube.patch(
                 TrafficMap,
                 key[1],
                 dict(body),
@@ -139,7 +139,7 @@ class MapWrites:
             if status == old:
                 return
             # the publisher's condition and journal have their own field owner, and stay
-            write = self._client.patch(
+            write = self._kube.patch(
                 TrafficMap.Status,
                 key[1],
                 reconcile.status_apply(tmap, status),
@@ -165,7 +165,7 @@ class MapWrites:
                 raise ValueError(f"reap TrafficMap {key[0]}/{key[1]}: {field} is empty")
         try:
             await fenced_delete(
-                self._client, TrafficMap, key[0], key[1], uid=uid, resource_version=version
+                self._kube, TrafficMap, key[0], key[1], uid=uid, resource_version=version
             )
         except ApiError as err:
             if err.status.code == 409:

@@ -142,7 +142,7 @@ class Publisher:
         timing: WatchTiming = WATCH_TIMING,
         shards: ShardOwner | None = None,
     ) -> None:
-        self._client = client
+        self._kube = client
         self._config = config
         self._endpoint = config.endpoint
         self._metrics = metrics
@@ -195,7 +195,7 @@ class Publisher:
         caches = self._caches
         tasks: list[asyncio.Task[None]] = []
         if caches is None:
-            caches = SharedCaches(self._client)
+            caches = SharedCaches(self._kube)
             self._listen(caches)
             tasks.append(asyncio.create_task(caches.run(), name="publisher-watch"))
         if self._objects is not None:  # not awaited: reads go to the API server until listed
@@ -536,7 +536,7 @@ class Publisher:
         version = meta(tmap).get("resourceVersion")
         body = {**body, "metadata": {**body.get("metadata", {}), "resourceVersion": version}}
         try:
-            patched = await self._client.patch(
+            patched = await self._kube.patch(
                 TrafficMap.Status if status else TrafficMap,
                 key[1],
                 body,

@@ -67,6 +67,7 @@ from ome_routing.core.publication_objects import (
     tls_policy_body,
 )
 from ome_routing.core.publication_status import Reason
+from ome_routing.kube import lightkube_adapter
 from ome_routing.kube.publish_checks import (
     PublishError,
     api_message,
@@ -104,7 +105,7 @@ class Publishing:
         config: EndpointConfig,
         objects: PublishedObjects | None = None,
     ) -> None:
-        self._client = client
+        self._kube = client
         self._config = config
         #: the publisher's caches of the kinds it writes (`kube.published`), when it runs them
         self._objects = objects
@@ -118,7 +119,7 @@ class Publishing:
         """The object, or None when it (or its whole kind: no CRD) is not there."""
         self.reads += 1
         try:
-            return as_raw(await self._client.get(resource, name, namespace=namespace))
+            return as_raw(await self._kube.get(resource, name, namespace=namespace))
         except (ApiError, httpx2.HTTPStatusError) as err:
             if not_found(err):
                 return None
@@ -147,7 +148,7 @@ class Publishing:
         """The objects; none when their kind is not served (no CRD)."""
         self.reads += 1
         try:
-            async for obj in self._client.list(
+            async for obj in self._kube.list(
                 resource, namespace=namespace, labels=dict(labels) if labels else None
             ):
                 yield as_raw(obj)
@@ -162,12 +163,14 @@ class Publishing:
         controller-runtime client reads its informer's cache. Without it a LIST is a
         consistent read, which waits for that cache to catch up with etcd: tens of
         milliseconds while maps and routes are being written."""
-        generic = self._client._client  # lightkube's request builder, as `fenced_delete`
-        request = generic.prepare_request(
-            method, resource, name=name, namespace=namespace, params={"resourceVersion": "0"}
+        response = await lightkube_adapter.send_request(
+            self._kube,
+            method,
+            resource,
+            name=name,
+            namespace=namespace,
+            params={"resourceVersion": "0"},
         )
-        response = await generic.send(generic.build_adapter_request(request))  # type: ignore[no-untyped-call]
-        generic.handle_response(method, response, request)
         body: Raw = response.json()
         return body
 
@@ -275,9 +278,7 @@ class Publishing:
         """Create the object, or replace `existing` where a compared part differs."""
         meta = body["metadata"]
         if existing is None:
-            created = await self._client.create(
-                resource.from_dict(body), field_manager=FIELD_MANAGER
-            )
+            created = await self._kube.create(resource.from_dict(body), field_manager=FIELD_MANAGER)
             self._wrote(resource, created)
             return
         old_meta = existing.get("metadata") or {}
@@ -298,7 +299,7 @@ class Publishing:
                 if key in existing["spec"] and spec.get("type") == existing["spec"].get("type"):
                     spec[key] = existing["spec"][key]
             replacement["spec"] = spec
-        replaced = await self._client.replace(
+        replaced = await self._kube.replace(
             resource.from_dict(replacement), field_manager=FIELD_MANAGER
         )
         self._wrote(resource, replaced)
@@ -367,7 +368,7 @@ class Publishing:
         namespace, name = str(meta.get("namespace")), str(meta.get("name"))
         try:
             await fenced_delete(
-                self._client,
+                self._kube,
                 resource,
                 namespace,
                 name,
@@ -412,7 +413,7 @@ class Publishing:
         if route is None or not zero_weights(route):
             return route
         try:
-            replaced = await self._client.replace(
+            replaced = await self._kube.replace(
                 HTTPRoute.from_dict(route), field_manager=FIELD_MANAGER
             )
         except ApiError as err:

@@ -9,6 +9,8 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 
+from ome_routing.kube import lightkube_adapter
+
 GROUP = "ome.io"
 VERSION = "v1beta1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -47,8 +49,6 @@ async def fenced_delete(
         "kind": "DeleteOptions",
         "preconditions": {k: v for k, v in preconditions.items() if v},
     }
-    generic = client._client  # lightkube's request builder: the path, auth and errors
-    request = generic.prepare_request("delete", resource, name=name, namespace=namespace)
-    request.data = options
-    response = await generic.send(generic.build_adapter_request(request))  # type: ignore[no-untyped-call]
-    generic.handle_response("delete", response, request)
+    await lightkube_adapter.send_request(
+        client, "delete", resource, name=name, namespace=namespace, data=options
+    )

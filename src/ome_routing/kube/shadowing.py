@@ -177,7 +177,7 @@ class ShadowMaps:
         metrics: RoutingMetrics,
         clock: Callable[[], datetime],
     ) -> None:
-        self._client = client
+        self._kube = client
         self._config = config
         self._metrics = metrics
         self._clock = clock
@@ -229,11 +229,11 @@ class ShadowMaps:
             if held is None:
                 # a create, not an apply that creates: RBAC asks for `create` on an apply
                 # that creates, and the audit log shows it as `patch`
-                written = await self._client.create(
+                written = await self._kube.create(
                     ShadowTrafficMap.from_dict(body), field_manager=FIELD_MANAGER
                 )
             else:
-                written = await self._client.patch(
+                written = await self._kube.patch(
                     ShadowTrafficMap,
                     key[1],
                     body,
@@ -281,7 +281,7 @@ class ShadowMaps:
             return
         try:
             await fenced_delete(
-                self._client, ShadowTrafficMap, key[0], key[1], uid=held[0], resource_version=""
+                self._kube, ShadowTrafficMap, key[0], key[1], uid=held[0], resource_version=""
             )
         except ApiError as err:
             if err.status.code not in (404, 409):
@@ -295,7 +295,7 @@ class ShadowMaps:
 
     async def _read(self, key: ServiceKey) -> RawObject | None:
         try:
-            stored = await self._client.get(ShadowTrafficMap, key[1], namespace=key[0])
+            stored = await self._kube.get(ShadowTrafficMap, key[1], namespace=key[0])
         except ApiError as err:
             if err.status.code == 404:
                 return None

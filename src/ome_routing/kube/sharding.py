@@ -237,7 +237,7 @@ class ShardSet:
     ) -> None:
         if shards < 1:
             raise ValueError(f"shards must be at least 1, got {shards}")
-        self._client = client
+        self._kube = client
         self._namespace = namespace
         self._group = group
         self.identity = identity
@@ -355,7 +355,7 @@ class ShardSet:
         async with asyncio.timeout(self._settings.renew_deadline):
             return [
                 lease
-                async for lease in self._client.list(
+                async for lease in self._kube.list(
                     Lease, namespace=self._namespace, labels={GROUP_LABEL: self._group}
                 )
             ]
@@ -502,7 +502,7 @@ class ShardSet:
         are the fence."""
         try:
             async with asyncio.timeout(self._settings.renew_deadline):
-                lease = await self._client.get(Lease, self._group, namespace=self._namespace)
+                lease = await self._kube.get(Lease, self._group, namespace=self._namespace)
         except Exception as err:
             log.debug("reading leader lease %s: %s", self._group, _message(err))
             return False
@@ -566,7 +566,7 @@ class ShardSet:
 
     async def _take(self, shard: int, lease: Lease | None, now_wall: datetime) -> Lease:
         if lease is None:
-            return await self._client.create(self._lease(shard, self.identity, now_wall))
+            return await self._kube.create(self._lease(shard, self.identity, now_wall))
         spec = lease.spec or LeaseSpec()
         had_holder = bool(spec.holderIdentity)
         spec.holderIdentity = self.identity
@@ -576,7 +576,7 @@ class ShardSet:
         spec.leaseTransitions = (spec.leaseTransitions or 0) + int(had_holder)
         lease.spec = spec
         self._label_count(lease)
-        return await self._client.replace(lease)  # with the version it read
+        return await self._kube.replace(lease)  # with the version it read
 
     def _begin(self, shard: int, sent: float, written: Lease, keep_until: float | None) -> None:
         tenure = ShardLease(
@@ -612,7 +612,7 @@ class ShardSet:
             lease.spec = spec
             try:
                 async with asyncio.timeout(remaining):
-                    written = await self._client.replace(lease)
+                    written = await self._kube.replace(lease)
             except TimeoutError:
                 self._end(shard, "failed to renew in time", "lost")
                 return
@@ -696,7 +696,7 @@ class ShardSet:
             return
         try:
             async with asyncio.timeout(ON_LOST_GRACE_SECONDS):
-                await self._client.replace(lease)
+                await self._kube.replace(lease)
         except Exception as err:  # best effort: the Lease expires anyway
             log.debug("releasing shard %s: %s", shard, _message(err))
 
@@ -715,7 +715,7 @@ class ShardSet:
 
     async def _write_member(self, lease: Lease | None, now_wall: datetime) -> None:
         if lease is None:
-            await self._client.create(
+            await self._kube.create(
                 Lease(
                     metadata=ObjectMeta(
                         name=self._member_name,
@@ -744,7 +744,7 @@ class ShardSet:
             spec.renewTime = now_wall
             lease.spec = spec
             self._label_count(lease)
-            await self._client.replace(lease)
+            await self._kube.replace(lease)
 
     def _stale(self, members: dict[str, Lease], now: float) -> list[tuple[str, Lease]]:
         """Other replicas' member Leases unchanged (not renewed, or released) for
@@ -778,7 +778,7 @@ class ShardSet:
         )
 
     async def _release_member(self) -> None:
-        await release_lease(self._client, self._namespace, self._member_name, self.identity)
+        await release_lease(self._kube, self._namespace, self._member_name, self.identity)
 
     async def _shutdown(self) -> None:
         """Release the member Lease, then hand every held shard back: a member release's
@@ -839,7 +839,7 @@ class ShardSet:
         async with self._requests:
             try:
                 async with asyncio.timeout(self._settings.renew_deadline):
-                    await self._client.create(cast(Event, Event.from_dict(body)))
+                    await self._kube.create(cast(Event, Event.from_dict(body)))
             except Exception as err:  # the warning was logged; the Event is best effort
                 log.debug("shard %s: event not written: %s", shard, _message(err))
 

@@ -60,11 +60,10 @@ from typing import Any
 
 import httpx2
 import msgspec
-from lightkube import ApiError, AsyncClient
-from lightkube.core import decoders
-from lightkube.core.generic_client import ALL_NS
-from lightkube.core.selector import build_selector
+from lightkube import AsyncClient
 
+from ome_routing.kube import lightkube_adapter
+from ome_routing.kube.lightkube_adapter import ALL_NAMESPACES
 from ome_routing.kube.packing import PackedStore
 
 log = logging.getLogger(__name__)
@@ -211,7 +210,7 @@ class Informer:
         timing: WatchTiming = WATCH_TIMING,
         rng: random.Random | None = None,
     ) -> None:
-        self._client = client
+        self._kube = client
         #: a label selector for the list and every watch (lightkube's `labels`)
         self._labels = labels
         #: see `WATCH_IDLE_TIMEOUT` and `MIN_WATCH_TIMEOUT`
@@ -223,7 +222,7 @@ class Informer:
         self.heard_at: float | None = None
         #: whether the last list failed (cleared by one that succeeds)
         self.list_failing = False
-        self.kind: str = resource._api_info.resource.kind
+        self.kind: str = lightkube_adapter.kind_of(resource)
         #: what the cache keeps of each object (and the events carry): by default, the
         #: kind's view (`VIEWS`), or `cached`; when packed, the same without `compact`
         views, default = (PACKED_VIEWS, lean) if packed else (VIEWS, cached)
@@ -295,9 +294,11 @@ class Informer:
     async def _list_into_new_cache(self) -> str:
         selector: dict[str, Any] = {} if self._labels is None else {"labels": self._labels}
         listing = (
-            self._client.list(self._resource, namespace=ALL_NS, chunk_size=self._page, **selector)
+            self._kube.list(
+                self._resource, namespace=ALL_NAMESPACES, chunk_size=self._page, **selector
+            )
             if self._namespaced
-            else self._client.list(self._resource, chunk_size=self._page, **selector)
+            else self._kube.list(self._resource, chunk_size=self._page, **selector)
         )
         fresh = self._store()
         async for obj in listing:
@@ -352,25 +353,19 @@ class Informer:
             "allowWatchBookmarks": "true",
         }
         if self._labels:
-            params["labelSelector"] = build_selector(self._labels)
-        generic = self._client._client
-        request = generic.prepare_request(
-            "list",
-            self._resource,
-            namespace=ALL_NS if self._namespaced else None,
-            watch=True,
-            params=params,
-        )
+            params["labelSelector"] = lightkube_adapter.label_selector(self._labels)
         # the read timeout is the idle bound: a watch that sends no byte for that long ends
-        base = generic._watch_timeout
-        request.timeout = httpx2.Timeout(
-            connect=base.connect, read=self.idle_timeout, write=base.write, pool=base.pool
+        response = await lightkube_adapter.open_watch(
+            self._kube,
+            self._resource,
+            all_namespaces=self._namespaced,
+            params=params,
+            read_timeout=self.idle_timeout,
         )
-        response = await generic.send(generic.build_adapter_request(request), stream=True)  # type: ignore[no-untyped-call]
         try:
             if response.status_code != 200:
                 await response.aread()
-                generic.raise_for_status(response)  # type: ignore[no-untyped-call]
+                lightkube_adapter.raise_for_status(response)
             lines = response.aiter_lines()
             while True:
                 try:
@@ -384,12 +379,10 @@ class Informer:
                 self._note_heard()
                 if not line:
                     continue
-                event = decoders.decode_watch_event(line)
-                if event.type == "ERROR":
-                    raise ApiError(status=decoders.decode_status(event.object))
-                obj = msgspec.json.decode(event.object)
+                event_type, event_object = lightkube_adapter.watch_event(line)
+                obj = msgspec.json.decode(event_object)
                 if isinstance(obj, dict):
-                    yield event.type, obj
+                    yield event_type, obj
         finally:
             await response.aclose()
 

@@ -34,7 +34,7 @@ class Dispatcher:
     """The schedule of the homes due, sent within the budget. Use from one event loop."""
 
     def __init__(self, client: PollClient) -> None:
-        self._client = client
+        self._poller = client
         self._budget = client.budget
         self._limit = client.budget.limit
         self._phase = Phase.STARTING

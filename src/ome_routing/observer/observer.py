@@ -222,7 +222,7 @@ class Observer(Dispatcher):
         on it.
         """
         await asyncio.sleep(0)
-        tasks = list(self._client.connecting())
+        tasks = list(self._poller.connecting())
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 

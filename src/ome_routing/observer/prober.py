@@ -143,7 +143,7 @@ class Prober:
         clock: Clock,
         stats: ProbeStats | None = None,
     ) -> None:
-        self._client = client
+        self._poller = client
         self._on_change = on_change
         self._clock = clock
         self._stats: ProbeStats = stats if stats is not None else _NoStats()
@@ -299,7 +299,7 @@ class Prober:
             if isinstance(request, Attempt):
                 attempt, waited, latency = request, picked - due, 0.0
             else:
-                answer = await self._client.probe(request, policy.timeout, flow=target.flow)
+                answer = await self._poller.probe(request, policy.timeout, flow=target.flow)
                 if answer.failure is not None and answer.failure.outcome is Outcome.NOT_SUBMITTED:
                     return  # nothing was asked: the state stays as it was
                 attempt = attempt_of(answer.status, answer.failure, policy)
