@@ -94,6 +94,7 @@ from ome_routing.kube.leader import (
     micro_now,
     release_lease,
 )
+from ome_routing.kube.resources import fenced_delete
 from ome_routing.metrics import RoutingMetrics
 
 log = logging.getLogger(__name__)
@@ -759,15 +760,23 @@ class ShardSet:
         return stale
 
     async def _prune(self, name: str, lease: Lease, now: float) -> None:
-        """Delete a stale member Lease. Every live replica may: a second delete finds it
-        gone. A replica that comes back just then finds its Lease missing on its next
-        renewal and creates it again, as at its start."""
+        """Delete a stale member Lease, on the preconditions of the version listed: a
+        replica that renewed it since keeps it (409), and of the live replicas that try,
+        one deletes it and the others find it gone (404)."""
         observed = self._observed.pop(name, None)
         idle = now - observed.seen_change_at if observed is not None else 0.0
+        meta = lease.metadata or ObjectMeta()
         async with self._requests:
             try:
                 async with asyncio.timeout(self._settings.renew_deadline):
-                    await self._client.delete(Lease, name, namespace=self._namespace)
+                    await fenced_delete(
+                        self._kube,
+                        Lease,
+                        self._namespace,
+                        name,
+                        uid=meta.uid or "",
+                        resource_version=meta.resourceVersion or "",
+                    )
             except Exception as err:  # gone already, no grant, or the API server away
                 log.debug("deleting stale member lease %s: %s", name, _message(err))
                 return
