@@ -23,8 +23,8 @@ from ome_routing.cli.kubectl_common import (
     resolved_namespace,
 )
 from ome_routing.core.names import dns1123_subdomain_problems
+from ome_routing.core.quoting import quote
 from ome_routing.kubectl import traffic_history
-from ome_routing.kubectl.gotext import go_quote
 from ome_routing.kubectl.read_errors import classify, read_error
 from ome_routing.kubectl.table import render_document, render_table
 
@@ -57,7 +57,7 @@ def history(
         raise CliError(f'unsupported output format "{output}" (supported: table, json, yaml)')
     problems = dns1123_subdomain_problems(name)
     if problems:
-        raise CliError(f"invalid TrafficMap name {go_quote(name)}: {'; '.join(problems)}")
+        raise CliError(f"invalid TrafficMap name {quote(name)}: {'; '.join(problems)}")
     api = open_api(kubeconfig, context)
     try:
         ns = resolved_namespace(api, namespace)

@@ -21,9 +21,9 @@ from ome_routing.cli.kubectl_common import (
     resolved_namespace,
 )
 from ome_routing.core.names import dns1123_subdomain_problems
+from ome_routing.core.quoting import quote
 from ome_routing.core.shadow import ANNOTATION, API_VERSION
 from ome_routing.kubectl import shadow_diff
-from ome_routing.kubectl.gotext import go_quote
 
 __all__ = ["diff_command"]
 
@@ -39,7 +39,7 @@ shadowtrafficmaps.
 
 def no_shadow(namespace: str, name: str) -> str:
     return (
-        f"TrafficMap {go_quote(f'{namespace}/{name}')} has no shadow routing policy "
+        f"TrafficMap {quote(f'{namespace}/{name}')} has no shadow routing policy "
         f"(no ShadowTrafficMap of that name): set the {ANNOTATION} annotation on the "
         "InferenceService, or the chart's shadowRouting"
     )
@@ -68,11 +68,11 @@ def diff_command(
         raise CliError(f'unsupported output format "{output}" (supported: table, json, yaml)')
     problems = dns1123_subdomain_problems(map_name)
     if problems:
-        raise CliError(f"invalid TrafficMap name {go_quote(map_name)}: {'; '.join(problems)}")
+        raise CliError(f"invalid TrafficMap name {quote(map_name)}: {'; '.join(problems)}")
     api = open_api(kubeconfig, context)
     try:
         ns = resolved_namespace(api, namespace)
-        target = go_quote(f"{ns}/{map_name}")
+        target = quote(f"{ns}/{map_name}")
         tmap = _get(api, object_path("trafficmaps", ns, map_name), "TrafficMap", target)
         if tmap is None:
             raise CliError(f'trafficmaps.ome.io "{map_name}" not found')

@@ -33,6 +33,7 @@ from ome_routing.cli.kubectl_common import (
 )
 from ome_routing.cli.kubectl_shadow import diff_command
 from ome_routing.core.names import dns1123_subdomain_problems
+from ome_routing.core.quoting import quote
 from ome_routing.kubectl import (
     actions,
     drain_checks,
@@ -42,7 +43,6 @@ from ome_routing.kubectl import (
 )
 from ome_routing.kubectl.decode import Unreadable
 from ome_routing.kubectl.drain_checks import DRAIN, UNDRAIN, PatchConflict, Refused
-from ome_routing.kubectl.gotext import go_quote
 
 __all__ = ["traffic"]
 
@@ -100,11 +100,11 @@ def _read_service(
         raise CliError(f'unsupported output format "{output}" (supported: table, wide, json, yaml)')
     problems = dns1123_subdomain_problems(name)
     if problems:
-        raise CliError(f"invalid InferenceService name {go_quote(name)}: {'; '.join(problems)}")
+        raise CliError(f"invalid InferenceService name {quote(name)}: {'; '.join(problems)}")
     api = open_api(kubeconfig, context)
     try:
         ns = resolved_namespace(api, namespace)
-        target = go_quote(f"{ns}/{name}")
+        target = quote(f"{ns}/{name}")
         try:
             isvc = api.get(object_path("inferenceservices", ns, name))
         except ApiFailure as failure:

@@ -11,27 +11,32 @@ logs the error. Nothing else is judged: any non-empty, trimmed ID, cluster and r
 is accepted, with no name rule and no length or count limit (OME's controller has none).
 
 `add_drain` and `remove_drain` produce the annotation's next value for the
-`kubectl ome traffic drain/undrain` actions, keeping every other drain. The CLI is
+`kubectl ome traffic drain/undrain` actions, keeping every other drain, written as OME's
+plugin writes it (`format_drains`: Go's `json.Marshal`, sorted by ID). The CLI is
 stricter than the controller, as OME's is: a new drain's ID must be a DNS-1123 label,
-its cluster a DNS-1123 subdomain, and its reason bounded, trimmed and printable.
+its cluster a DNS-1123 subdomain, and its reason bounded, trimmed and without line
+breaks, control or invisible characters; the plugin checks OME's rules
+(`kubectl.drain_checks`) first, which these never refuse.
 
 Errors (all `ValueError`):
 - `DrainAnnotationError`: the annotation cannot be read; `str()` is
   `parse ome.io/traffic-drain: <what is wrong>`, in OME's words.
-- `DrainArgumentError`: an ID, cluster or reason given to `add_drain` is not acceptable.
+- `DrainArgumentError`: an ID, cluster or reason given to `add_drain` is not acceptable;
+  its subclass `DrainLimitError`: the new drain would pass `MAX_DRAINS` or
+  `MAX_ANNOTATION_BYTES`.
 - `DrainRefused`: the drain ID already exists (add) or does not exist (remove).
 """
 
 from __future__ import annotations
 
-import json
-import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from ome_routing.core.gojson import Delim, GoJSONError, TokenStream, format_token
+from ome_routing.core.gojson.encoding import marshal
+from ome_routing.core.names import dns1123_label_problems, dns1123_subdomain_problems
 from ome_routing.core.quoting import quote
 
 ANNOTATION = "ome.io/traffic-drain"
@@ -40,8 +45,6 @@ MAX_ANNOTATION_BYTES = 32 * 1024
 MAX_DRAINS = 64
 MAX_REASON_BYTES = 256
 
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)
-_DNS1123_SUBDOMAIN_PART = _DNS1123_LABEL
 #: What Go's `strings.TrimSpace` trims (Unicode White_Space), unlike `str.strip()`,
 #: which also trims the ASCII separators U+001C..U+001F.
 _GO_SPACE = (
@@ -72,6 +75,10 @@ class DrainAnnotationError(ValueError):
 
 class DrainArgumentError(ValueError):
     """A drain ID, cluster or reason that a new drain cannot have."""
+
+
+class DrainLimitError(DrainArgumentError):
+    """One more drain would pass the plugin's bounds (count or bytes)."""
 
 
 class DrainRefused(ValueError):
@@ -117,7 +124,8 @@ def parse_drains(text: str | None) -> Drains:
 def format_drains(drains: Drains) -> str | None:
     """The annotation's value for these drains, or None (remove it) when there are none.
 
-    Compact JSON with sorted keys, so equal drains always give equal text.
+    Compact JSON with sorted keys as Go's `json.Marshal` writes it (`<`, `>` and `&`
+    escaped), so equal drains always give equal text.
     """
     if not drains:
         return None
@@ -125,7 +133,7 @@ def format_drains(drains: Drains) -> str | None:
         drain_id: {"cluster": drains[drain_id].cluster, "reason": drains[drain_id].reason}
         for drain_id in sorted(drains)
     }
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+    return marshal(document)
 
 
 def add_drain(text: str | None, drain_id: str, cluster: str, reason: str) -> str:
@@ -142,7 +150,7 @@ def add_drain(text: str | None, drain_id: str, cluster: str, reason: str) -> str
     if drain_id in drains:
         raise DrainRefused(ALREADY_EXISTS)
     if len(drains) >= MAX_DRAINS:
-        raise DrainArgumentError(
+        raise DrainLimitError(
             f"{ANNOTATION} already holds {len(drains)} drains, the limit is {MAX_DRAINS}"
         )
     drains[drain_id] = Drain(cluster=cluster, reason=reason)
@@ -150,7 +158,7 @@ def add_drain(text: str | None, drain_id: str, cluster: str, reason: str) -> str
     assert value is not None
     size = len(value.encode("utf-8"))
     if size > MAX_ANNOTATION_BYTES:
-        raise DrainArgumentError(
+        raise DrainLimitError(
             f"{ANNOTATION} would be {size} bytes, more than the limit of {MAX_ANNOTATION_BYTES}"
         )
     return value
@@ -184,7 +192,8 @@ def check_cluster(cluster: str) -> None:
 
 
 def check_reason(reason: str) -> None:
-    """A reason is non-empty, at most 256 bytes, trimmed, on one line, and printable."""
+    """A reason is non-empty, at most 256 bytes, trimmed, on one line, with no control or
+    invisible character (OME's rule, less its credential shapes)."""
     problem = _reason_problem(reason)
     if problem:
         raise DrainArgumentError(problem)
@@ -235,7 +244,7 @@ def _read_drain(tokens: TokenStream, drain_id: str) -> Drain:
 
 
 def _drain_id_problem(drain_id: str) -> str | None:
-    if _DNS1123_LABEL.fullmatch(drain_id) is None:
+    if dns1123_label_problems(drain_id):
         return (
             f"drain ID {quote(drain_id)} must be a DNS-1123 label "
             "(lowercase letters, digits and hyphens, at most 63 characters)"
@@ -244,8 +253,7 @@ def _drain_id_problem(drain_id: str) -> str | None:
 
 
 def _cluster_problem(cluster: str) -> str | None:
-    parts = cluster.split(".")
-    if len(cluster) > 253 or not all(_DNS1123_SUBDOMAIN_PART.fullmatch(p) for p in parts):
+    if dns1123_subdomain_problems(cluster):
         return (
             f"cluster {quote(cluster)} must be a DNS-1123 subdomain "
             "(lowercase letters, digits, hyphens and dots, at most 253 characters)"
@@ -254,7 +262,7 @@ def _cluster_problem(cluster: str) -> str | None:
 
 
 def _reason_problem(reason: str) -> str | None:
-    shown = json.dumps(reason)  # escaped: a bad reason may hold invisible characters
+    shown = quote(reason)  # escaped: a bad reason may hold invisible characters
     if not reason:
         return "reason must not be empty"
     try:
@@ -263,9 +271,9 @@ def _reason_problem(reason: str) -> str | None:
         return f"reason {shown} is not valid UTF-8"
     if size > MAX_REASON_BYTES:
         return f"reason is {size} bytes, more than the limit of {MAX_REASON_BYTES}"
-    if reason != reason.strip():
+    if reason != reason.strip(_GO_SPACE):
         return f"reason {shown} must not start or end with spaces"
     for char in reason:
-        if unicodedata.category(char) in ("Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"):
+        if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
             return f"reason {shown} holds a line break, control or invisible character"
     return None

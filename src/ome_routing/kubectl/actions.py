@@ -5,7 +5,8 @@ The flow (the CLI does the I/O between the steps):
 1. `drain_checks.check_flags`, then `check_scope` (namespace and context).
 2. `plan_action`: the InferenceService as read, checked by `drain_checks.check_target`;
    the whole annotation is read strictly and every drain in it re-checked, then the
-   annotation's next value is worked out (compact JSON, sorted by ID).
+   annotation's next value is worked out by the controller's codec (`core.drains`:
+   `add_drain`/`remove_drain`, compact JSON sorted by ID, with its constants).
 3. `format_preview` on stderr, then confirmation.
 4. `ActionPlan.patch`: a JSON Patch whose first operations `test` the uid and
    resourceVersion read in step 2, so the API server applies nothing when the service
@@ -22,8 +23,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ome_routing.core.drains import ANNOTATION, Drain, DrainAnnotationError, parse_drains
+from ome_routing.core.drains import (
+    ALREADY_EXISTS,
+    ANNOTATION,
+    DOES_NOT_EXIST,
+    MAX_ANNOTATION_BYTES,
+    MAX_DRAINS,
+    DrainAnnotationError,
+    DrainLimitError,
+    DrainRefused,
+    add_drain,
+    parse_drains,
+    remove_drain,
+)
 from ome_routing.core.names import go_len
+from ome_routing.core.quoting import quote
 from ome_routing.core.report import format_rfc3339
 from ome_routing.kubectl.drain_checks import (
     DRAIN,
@@ -36,12 +50,10 @@ from ome_routing.kubectl.drain_checks import (
     request_problem,
     safe_scalar,
 )
-from ome_routing.kubectl.gotext import bounded_cell, display_width, go_json_compact, go_quote
+from ome_routing.kubectl.gotext import bounded_cell, display_width, go_json_compact
 from ome_routing.kubectl.report import API_VERSION
 from ome_routing.kubectl.table import Row, render_fields, render_table
 
-ALREADY_EXISTS = "traffic drain refused: override ID already exists"
-DOES_NOT_EXIST = "traffic undrain refused: override ID does not exist"
 NOT_CONFIRMED = "action not confirmed; noninteractive input requires --yes"
 CONFLICT = "guarded annotation patch rejected; refresh traffic status and retry explicitly"
 NOT_SAFELY_BOUND = (
@@ -68,8 +80,6 @@ PREVIEW_NOTES: tuple[str, ...] = (
 PROMPT = "Confirm this exact action? [y/N] "
 #: The largest answer the API server may send back, in bytes.
 RESPONSE_LIMIT = 1024 * 1024
-MAX_ANNOTATION_BYTES = 32 * 1024
-MAX_DRAINS = 64
 PREVIEW_WIDTH = 60
 NOTE_WIDTH = 80
 
@@ -112,30 +122,30 @@ def plan_action(request: ActionRequest, isvc: Mapping[str, Any]) -> ActionPlan:
         if request_problem(DRAIN, drain_id, drain.cluster, drain.reason) is not None:
             raise Refused(MALFORMED)
     before = len(drains)
-    if request.action == DRAIN:
-        if request.drain_id in drains:
-            raise Refused(ALREADY_EXISTS)
-        cluster, reason = request.cluster, request.reason
-        drains[request.drain_id] = Drain(cluster=cluster, reason=reason)
-    else:
-        removed = drains.pop(request.drain_id, None)
-        if removed is None:
-            raise Refused(DOES_NOT_EXIST)
-        cluster, reason = removed.cluster, removed.reason
-    if len(drains) > MAX_DRAINS:
-        raise Refused(OVER_BOUNDS)
+    encoded: str | None
+    try:
+        if request.action == DRAIN:
+            # `check_flags` held the request to OME's rules, stricter than `add_drain`'s
+            cluster, reason = request.cluster, request.reason
+            encoded = add_drain(raw, request.drain_id, cluster, reason)
+            after = before + 1
+        else:
+            encoded, removed = remove_drain(raw, request.drain_id)
+            cluster, reason = removed.cluster, removed.reason
+            after = before - 1
+    except DrainRefused:
+        raise Refused(ALREADY_EXISTS if request.action == DRAIN else DOES_NOT_EXIST) from None
+    except DrainLimitError:
+        raise Refused(OVER_BOUNDS) from None
     uid, version = meta["uid"], meta["resourceVersion"]
     operations: list[dict[str, Any]] = [
         {"op": "test", "path": "/metadata/uid", "value": uid},
         {"op": "test", "path": "/metadata/resourceVersion", "value": version},
     ]
     path = "/metadata/annotations/" + _escape_pointer(ANNOTATION)
-    if not drains:
+    if encoded is None:
         operations.append({"op": "remove", "path": path})
     else:
-        encoded = go_json_compact(
-            {key: {"cluster": d.cluster, "reason": d.reason} for key, d in sorted(drains.items())}
-        )
         size = len(encoded.encode("utf-8"))
         if size > MAX_ANNOTATION_BYTES:
             raise Refused(OVER_BOUNDS)
@@ -156,7 +166,7 @@ def plan_action(request: ActionRequest, isvc: Mapping[str, Any]) -> ActionPlan:
         cluster=cluster,
         reason=reason,
         before=before,
-        after=len(drains),
+        after=after,
         patch=go_json_compact(operations),
     )
 
@@ -215,7 +225,7 @@ def preview_rows(plan: ActionPlan) -> list[Row]:
         ("Dry-run", request.dry_run),
         ("Override ID", request.drain_id),
         ("Cluster", plan.cluster),
-        ("Reason", go_quote(plan.reason)),
+        ("Reason", quote(plan.reason)),
         ("Override count", f"{plan.before} -> {plan.after}"),
         ("Annotation", ANNOTATION),
         ("Follow-up", request.follow_up),

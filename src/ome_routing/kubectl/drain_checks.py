@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ome_routing.core.drains import MAX_REASON_BYTES
 from ome_routing.core.intent import is_placement_eligible
 from ome_routing.core.names import dns1123_label_problems, dns1123_subdomain_problems, go_len
 from ome_routing.kubectl.gotext import go_trim_space, is_control
@@ -64,7 +65,6 @@ _CREDENTIAL = re.compile(
     r"(?:^|[^A-Za-z0-9])sk-[A-Za-z0-9_-]{20,}"
     r"|^[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}$"
 )
-_MAX_REASON_BYTES = 256
 _PAYLOAD_BYTES = 1024 * 1024
 _PAYLOAD_NODES = 32768
 _PAYLOAD_DEPTH = 32
@@ -112,7 +112,7 @@ def safe_reason(value: str) -> bool:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
         return False
-    if value == "" or size > _MAX_REASON_BYTES or go_trim_space(value) != value:
+    if value == "" or size > MAX_REASON_BYTES or go_trim_space(value) != value:
         return False
     if _CREDENTIAL.search(value):
         return False

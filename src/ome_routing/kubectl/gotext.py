@@ -1,8 +1,8 @@
 """Text as OME's CLI (Go) writes it: JSON and YAML documents, bounded table cells, name checks.
 
 - `go_json` is `encoding/json`'s `MarshalIndent` with two spaces and a trailing newline;
-  `go_json_compact` is `json.Marshal`. Both escape `<`, `>`, `&`, U+2028 and U+2029 as Go
-  does, and keep other non-ASCII text as UTF-8.
+  `go_json_compact` is `json.Marshal` (both `core.gojson.encoding`, which the drain
+  annotation is written with too).
 - `go_yaml` is `sigs.k8s.io/yaml`: keys sorted, lists not indented under their key, and
   strings that need quotes in double quotes.
 - `bounded_cell(value, width)` is a table cell as OME's printers make it: control and
@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from ome_routing.core.gojson.encoding import marshal, marshal_indent
 from ome_routing.core.names import dns1123_label_problems, dns1123_subdomain_problems
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "display_width",
     "go_json",
     "go_json_compact",
-    "go_quote",
     "go_trim_space",
     "go_yaml",
     "is_control",
@@ -47,9 +46,6 @@ GO_SPACE = (
     + "".join(map(chr, range(0x2000, 0x200B)))
     + "\u2028\u2029\u202f\u205f\u3000"
 )
-_HTML_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028"}
-_HTML_ESCAPES["\u2029"] = "\\u2029"
-_HTML = re.compile("[<>&\u2028\u2029]")
 _CREDENTIAL_SHAPES = tuple(
     re.compile(pattern)
     for pattern in (
@@ -68,18 +64,13 @@ _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\
 _ZWJ = "\u200d"
 
 
-def _go_escape_html(text: str) -> str:
-    return _HTML.sub(lambda match: _HTML_ESCAPES[match.group(0)], text)
-
-
 def go_json(document: Mapping[str, Any]) -> str:
     """A report as `json.MarshalIndent(document, "", "  ")` plus a newline."""
-    return _go_escape_html(json.dumps(document, indent=2, ensure_ascii=False)) + "\n"
+    return marshal_indent(document) + "\n"
 
 
-def go_json_compact(value: object) -> str:
-    """A value as `json.Marshal` writes it: no spaces; map keys sorted by the caller."""
-    return _go_escape_html(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+#: A value as `json.Marshal` writes it: no spaces; map keys sorted by the caller.
+go_json_compact = marshal
 
 
 class _GoYAMLDumper(yaml.SafeDumper):
@@ -108,44 +99,6 @@ def go_yaml(document: Mapping[str, Any]) -> str:
         default_flow_style=False,
         width=80,
     )
-
-
-_QUOTE_ESCAPES = {
-    "\a": "\\a",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\v": "\\v",
-    '"': '\\"',
-    "\\": "\\\\",
-}
-
-
-def _go_printable(char: str) -> bool:
-    """Go's `unicode.IsPrint`: letters, marks, numbers, punctuation, symbols and U+0020."""
-    return char == " " or unicodedata.category(char)[0] in "LMNPS"
-
-
-def go_quote(text: str) -> str:
-    """Go's `strconv.Quote`."""
-    out = ['"']
-    for char in text:
-        if char in _QUOTE_ESCAPES:
-            out.append(_QUOTE_ESCAPES[char])
-        elif _go_printable(char):
-            out.append(char)
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\x{ord(char):02x}")
-        elif 0xD800 <= ord(char) <= 0xDFFF:
-            out.append("\\ufffd")
-        elif ord(char) < 0x10000:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(f"\\U{ord(char):08x}")
-    out.append('"')
-    return "".join(out)
 
 
 def is_control(char: str) -> bool:
