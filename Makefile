@@ -36,12 +36,14 @@ demo: $(STAMP)
 	else echo "make demo: not root, so no gateway traffic (it needs a private mount namespace)"; \
 	  $(BIN)/ome-routing dev tools --only control-plane && $(BIN)/ome-routing demo; fi
 
-## check: lint, format, types and layer contracts
+## check: lint, format, types, layer contracts and dead code (vulture: [tool.vulture] in
+## pyproject.toml, what is alive without a visible caller in tools/vulture_allowlist.py)
 check: $(STAMP)
 	$(BIN)/ruff check src tests bench .ci
 	$(BIN)/ruff format --check src tests bench .ci
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/vulture
 
 ## test: everything CI runs, in parallel lanes (.ci/lanes.py): checks, the Go tools built
 ## while the pure suites run, then every suite (as root, tests/node's one-node Kubernetes

@@ -12,10 +12,10 @@ from tm_builders import a_home, a_map
 from ome_routing.core.conditions import Condition, merge_conditions
 from ome_routing.core.trafficmap import (
     Entry,
+    MapInput,
     PollingState,
     TrafficMapView,
     build_trafficmap,
-    capacity_fallback_homes,
     entries_to_json,
     entry_to_json,
 )
@@ -23,6 +23,14 @@ from ome_routing.core.weights import AllFailedPolicy
 
 PRESERVE = AllFailedPolicy.PRESERVE_TRAFFIC
 DRAIN = AllFailedPolicy.DRAIN
+
+
+def capacity_fallback_homes(inp: MapInput) -> int:
+    """How many homes have no ceiling while polling is on (0 when it is off), counted
+    from the inputs, apart from how `build_trafficmap` counts them."""
+    if inp.polling is not PollingState.ON or not inp.placed:
+        return 0
+    return sum(1 for h in inp.homes if h.capacity is None or h.capacity.ceiling is None)
 
 
 def jsonpath_line(entry: dict[str, Any]) -> str:

@@ -40,10 +40,6 @@ class ApiFailure(Exception):
         self.code = code
 
     @property
-    def status_reason(self) -> str:
-        return str(self.status.get("reason") or "")
-
-    @property
     def message(self) -> str:
         return str(self.status.get("message") or self.reason)
 

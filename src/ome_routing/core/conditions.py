@@ -55,14 +55,6 @@ class Condition:
     reason: str
     message: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "status": self.status,
-            "reason": self.reason,
-            "message": self.message,
-        }
-
 
 def merge_conditions(
     old: Sequence[Mapping[str, Any]],

@@ -83,8 +83,6 @@ class _Plan:
     winner: str | None
     #: `singleMove.selected`; None without a move (or with an empty selection)
     selected: str | None
-    #: a `singleMove` is present, selected or not
-    moving: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +189,6 @@ def _read_plan(placement: Mapping[str, Any]) -> tuple[_Plan | None, str | None]:
             mode=_text(plan, "mode", where),
             winner=_text(plan, "winner", where),
             selected=_text(move, "selected", f"{where}.singleMove") if move else None,
-            moving=move is not None,
         ),
         plan_id,
     )

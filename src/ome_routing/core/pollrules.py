@@ -94,8 +94,6 @@ CAPACITY_FIELDS: tuple[str, ...] = (
     "timeout",
     "maxAge",
 )
-#: The fields an enabled poll must set; `options` alone may be left out.
-REQUIRED_CAPACITY_FIELDS: tuple[str, ...] = tuple(f for f in CAPACITY_FIELDS if f != "options")
 #: The poll's duration fields: values key -> PollFields attribute.
 POLL_DURATIONS: dict[str, str] = {"period": "period", "timeout": "timeout", "maxAge": "max_age"}
 #: Formats that read no options (all of this build's formats).

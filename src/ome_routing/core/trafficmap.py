@@ -193,13 +193,6 @@ def build_trafficmap(inp: MapInput) -> TrafficMapView:
     return TrafficMapView(entries=entries, conditions=conditions, fallback_homes=fallback)
 
 
-def capacity_fallback_homes(inp: MapInput) -> int:
-    """How many homes have no ceiling while polling is on (0 when it is off)."""
-    if inp.polling is not PollingState.ON or not inp.placed:
-        return 0
-    return sum(1 for h in inp.homes if h.capacity is None or h.capacity.ceiling is None)
-
-
 def entry_to_json(entry: Entry) -> dict[str, Any]:
     """An entry as OME stores it.
 

@@ -99,7 +99,7 @@ def compute_weights(
 ) -> Weights:
     """Weigh the homes; a probe with no `allFailedPolicy` leaves gated homes at 0."""
     routable = tuple(routable_replicas(h.allocated, h.ready) for h in homes)
-    raw = tuple(r * factor_milli(h.factor) for h, r in zip(homes, routable, strict=True))
+    raw = tuple(raw_weight(h.allocated, h.ready, h.factor) for h in homes)
     all_gated = bool(homes) and all(h.probe_gated for h in homes)
     gates_ignored = all_gated and all_failed_policy is AllFailedPolicy.PRESERVE_TRAFFIC
     open_raw = [

@@ -69,10 +69,6 @@ class LoopbackReporter:
     def poll_url(self) -> str:
         return f"{self.endpoint}{POLL_PATH}"
 
-    @property
-    def answers_404(self) -> bool:
-        return self._missed.is_set()
-
     def route_to_model_server(self) -> None:
         """From now on, answer every request with the model server's 404."""
         self._missed.set()

@@ -75,12 +75,6 @@ def with_endpoint(
     return merged
 
 
-def map_weights(trafficmap: Mapping[str, Any]) -> dict[str, int]:
-    """Each home's weight in the TrafficMap."""
-    entries = (trafficmap.get("spec") or {}).get("entries") or []
-    return {str(e.get("cluster")): int(e.get("weight") or 0) for e in entries}
-
-
 def route_weights(route: Mapping[str, Any]) -> list[int]:
     """The backendRefs' weights of the HTTPRoute's first rule, in order."""
     rules = (route.get("spec") or {}).get("rules") or [{}]

@@ -204,11 +204,6 @@ class SandboxedGateway:
             raise GatewayError("the gateway is not running")
         return {name: p.pid for name, p in self._processes.items()}
 
-    @property
-    def log_path(self) -> Path:
-        """The data plane's log."""
-        return self.dir / f"{self.data_plane}.log"
-
     def log_paths(self) -> list[Path]:
         return [self.dir / f"{name}.log" for name in self._names()]
 

@@ -176,10 +176,6 @@ class NodeSandbox:
             )
         return result.stdout
 
-    def host_sysctls(self) -> dict[str, str]:
-        """The recorded host values of `HOST_SYSCTLS`."""
-        return dict(self._sysctls)
-
     # -- internals --------------------------------------------------------------------------
 
     def _find_init(self) -> int:

@@ -234,10 +234,6 @@ class LeaderElector:
 
     # --- the gate -----------------------------------------------------------------------
 
-    @property
-    def is_leader(self) -> bool:
-        return self.may_write()
-
     def may_write(self) -> bool:
         """Whether a write may be sent now: leading, and inside the renew deadline."""
         return self._leading and (self._clock() - self._renewed_at < self._settings.renew_deadline)

@@ -69,7 +69,3 @@ class PackedStore(MutableMapping[Key, dict[str, Any]]):
 
     def __len__(self) -> int:
         return len(self._packed)
-
-    def packed_bytes(self) -> int:
-        """The bytes its objects take packed (without the dictionary)."""
-        return sum(len(packed) for packed in self._packed.values())

@@ -35,8 +35,6 @@ class FallbackCode(StrEnum):
     MALFORMED_PAYLOAD = "MalformedPayload"
 
 
-#: The issue group that counts malformed reasons, as in `CapacityFallbackReasons: MalformedPayload (1)`.
-ISSUE_GROUP = "CapacityFallbackReasons"
 #: The longest reason, in UTF-8 bytes, that is classified rather than called malformed.
 MAX_REASON_BYTES = 4096
 

@@ -40,8 +40,6 @@ class Dispatcher:
         self._phase = Phase.STARTING
         #: scheduled homes by due time; retired ones stay until they reach the front
         self._queue: DueQueue[Home] = DueQueue()
-        #: polls underway
-        self._flying = 0
         #: polls the first scheduled home when it is due
         self._timer: asyncio.TimerHandle | None = None
         #: when `_timer` rings (uvloop's timers do not say)

@@ -260,7 +260,6 @@ class Observer(Dispatcher):
         if flight is not None:
             home.flight = None
             flight.cancel()  # its slot is free again: the next due home takes it
-            self._flying -= 1
             self._kick()
 
     def _judge(self, home: Home, now: datetime) -> None:
@@ -288,7 +287,6 @@ class Observer(Dispatcher):
         home.following = due if due > now else advance(due, now, policy.period.seconds)
         flight = TaggedFlight(self._sender, request, policy.timeout, self, home, home.flow)
         home.flight = flight
-        self._flying += 1
         flight.launch()
 
     def _landed(
@@ -300,7 +298,6 @@ class Observer(Dispatcher):
         latency: float,
     ) -> None:
         """A poll ended (its slot given back): record it, and poll the next due home."""
-        self._flying -= 1
         home.flight = None
         if not home.retired:
             try:
