@@ -1,7 +1,8 @@
 """What `make check`'s dead-code check (vulture, `[tool.vulture]` in pyproject.toml) may not
-call dead: each name is alive for the reason beside it, though nothing in the package calls
-it where vulture can see. A name that only the tests use says which tests: it is part of a
-module's interface that they hold the product to.
+call dead: each name is alive for the reason beside it, though nothing in the package,
+`bench/` or `.ci/` uses it where vulture can see. A name that only the tests use says which
+tests: it is part of a module's interface that they hold the product to. Every entry is
+needed (tests/unit/test_dead_code.py): vulture reports each name without this file.
 
 Not imported by anything; vulture reads it as code that uses these names.
 """
@@ -25,12 +26,10 @@ _.on_chunk_header
 _.on_chunk_complete
 _.on_body
 _.on_message_complete
-# parameters that a protocol fixes: `__exit__`/`__aexit__`, signal handlers, and
-# prometheus_client's `_child_samples`/`_metric_init` overrides (metrics.py)
+# parameters that a protocol fixes: `__exit__`/`__aexit__`, and prometheus_client's
+# `_child_samples`/`_metric_init` overrides (metrics.py)
 exc_type
-traceback
 tb
-frame
 exemplar
 # prometheus_client calls these overrides of its collectors (metrics.py; they move into an
 # adapter of their own under issue #40's public-API item)
@@ -62,9 +61,6 @@ iptables
 
 # the other end of `MAX_NANOSECONDS`: Go's smallest Duration (tests/unit/test_durations.py)
 MIN_NANOSECONDS
-# when a window next changes by age alone, the half of `judge` the tests check on its own
-# (tests/unit/test_window.py, tests/unit/test_window_properties.py)
-next_change  # src/ome_routing/core/capacity.py
 # the bound on Event writes that the module docstring states and tests/soak checks
 writes_bound  # src/ome_routing/core/eventseries.py
 _.next_token  # tests/unit/test_event_series.py
@@ -79,21 +75,13 @@ _.wait_for_slot
 _.stop_waiting
 _.granted
 _.waited_seconds
-# which loop runs (tests/unit/test_eventloop.py)
-loop_name  # src/ome_routing/observer/eventloop.py
 # the prefix of the observer's task names (tests/integration/test_scheduling.py)
 WORKER_NAME  # src/ome_routing/observer/observer.py
 # a replica killed by SIGKILL, for the sharding tests (tests/e2e/test_shard_leases.py)
 _.abandon  # src/ome_routing/kube/sharding.py
 
-# --- the development kit's interface, used by tests/ and bench/ -----------------------------
+# --- the development kit's interface, used by tests/ (bench/ is checked with the package) ---
 
-# restart a killed control-plane process (tests/chaos, tests/e2e, bench/controller_scale)
-restart  # src/ome_routing/devcluster/faults.py
-# Debian packages a benchmark needs (bench/nginx_reporter.py)
-ensure_programs  # src/ome_routing/devcluster/debian.py
-# the gateways' binaries (tests/gateway/conftest.py, tests/bench/conftest.py, bench/gateway_split)
-ensure_gateway_binaries  # src/ome_routing/devcluster/gateways.py
 # the names a gateway's sandbox resolved (tests/gateway)
 _.queries  # src/ome_routing/devcluster/gateway_names.py
 # a file as the gateway's mount namespace sees it (tests/gateway)

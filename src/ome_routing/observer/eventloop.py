@@ -30,11 +30,6 @@ def loop_factory(name: str = "uvloop") -> Callable[[], asyncio.AbstractEventLoop
     return None
 
 
-def loop_name(loop: asyncio.AbstractEventLoop) -> str:
-    """The name of a running loop, for the log: `uvloop` or `asyncio`."""
-    return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
-
-
 def run(main: Coroutine[Any, Any, T], name: str = "uvloop") -> T:
     """`asyncio.run` on the named loop, or on asyncio's when that one is missing."""
     with asyncio.Runner(loop_factory=loop_factory(name)) as runner:
