@@ -27,14 +27,17 @@ _.on_chunk_complete
 _.on_body
 _.on_message_complete
 # parameters that a protocol fixes: `__exit__`/`__aexit__`, and prometheus_client's
-# `_child_samples`/`_metric_init` overrides (metrics.py)
+# `inc`/`observe` (prometheus_adapter.py)
 exc_type
 tb
 exemplar
-# prometheus_client calls these overrides of its collectors (metrics.py; they move into an
-# adapter of their own under issue #40's public-API item)
+# prometheus_client calls these overrides of its collectors (prometheus_adapter.py)
 _._metric_init
 _._child_samples
+# the dependency versions an adapter was written for, which
+# tests/unit/test_dependency_adapters.py holds the installed versions to
+# (kube/lightkube_adapter.py, prometheus_adapter.py)
+SUPPORTED
 
 # --- read or written by serialisation, or compared as a whole ------------------------------
 
