@@ -21,6 +21,7 @@ Errors: `CompileError` (mypyc failed; the message quotes its output).
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -121,8 +122,18 @@ def _mypyc(work: Path) -> None:
     # mypyc reads no configuration here (none in `src/`): the project's strict settings are
     # `make check`'s; compiling needs only the types
     command = [sys.executable, "-m", "mypyc", *HOT_MODULES]
+    # the C compiler writes the build directory (a fresh temporary one) into the modules'
+    # debug information: mapped to `.`, one source gives the same bytes in any cache
+    flags = f"{os.environ.get('CFLAGS', '')} -ffile-prefix-map={work}=.".strip()
     try:
-        subprocess.run(command, cwd=work, check=True, capture_output=True, text=True)
+        subprocess.run(
+            command,
+            cwd=work,
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "CFLAGS": flags},
+        )
     except subprocess.CalledProcessError as error:
         output = (error.stdout + error.stderr).strip()[-4000:]
         raise CompileError(f"mypyc failed (exit {error.returncode}):\n{output}") from None

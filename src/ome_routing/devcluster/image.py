@@ -66,7 +66,6 @@ from ome_routing.devcluster.image_layers import (
     fetch_wheels,
     install_wheels,
     key_of,
-    relock,
     run,
     wheels_key,
 )
@@ -162,6 +161,15 @@ def build_image(
         digest = _manifest_digest(layout, __version__)
         say(f"image {NAME}:{__version__} {digest} built in {time.monotonic() - started:.0f}s")
         return Image(layout, __version__, digest, archive, revision)
+
+
+def relock(repo: Path, progress: Progress | None = None) -> tuple[list[str], list[str]]:
+    """Write the image's lock files in the checkout `repo` from the current Debian archive and
+    PyPI; the lock lines removed and added."""
+    say = progress or (lambda _message: None)
+    _require_root()
+    _ensure_debian_tools(say)
+    return image_layers.relock(repo.resolve(), say)
 
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,7 +15,7 @@ from urllib.parse import unquote
 import pytest
 
 from ome_routing import __version__
-from ome_routing.devcluster.image import ImageError
+from ome_routing.devcluster.image import ImageError, relock
 from ome_routing.devcluster.image_layers import base_rootfs, fetch_wheels, wheels_key
 
 REPO = Path(__file__).resolve().parents[2]
@@ -132,3 +133,25 @@ def test_a_wheel_whose_hash_differs_from_the_lock_is_refused(tmp_path: Path) -> 
     assert "pip download --require-hashes failed" in str(raised.value)
     assert "0" * 64 in str(raised.value)
     assert not (tmp_path / "cache" / f"wheels-{wheels_key(tmp_path)}" / ".complete").exists()
+
+
+def test_relock_writes_both_locks_into_the_checkout(tmp_path: Path) -> None:
+    """A checkout with no locks gets both; PyPI's files for pinned versions never change, so
+    the wheels' lock comes out as the committed one."""
+    for name in ("pyproject.toml", "constraints.txt"):
+        shutil.copy(REPO / name, tmp_path / name)
+    removed, added = relock(tmp_path, lambda _message: None)
+    python = (tmp_path / "image" / "python.lock").read_text()
+    assert python == (REPO / "image" / "python.lock").read_text()
+    debian = [line.split() for line in lock_lines("debian.lock")]
+    relocked = [
+        line.split()
+        for line in (tmp_path / "image" / "debian.lock").read_text().splitlines()
+        if not line.startswith("#")
+    ]
+    assert {"python3.11", "ca-certificates", "libc6"} <= {name for name, *_ in relocked}
+    assert {len(fields) for fields in relocked} == {3}
+    assert [name for name, *_ in relocked] == sorted(name for name, *_ in relocked)
+    assert len(relocked) == len(debian)  # the same set of packages, whatever their versions
+    assert removed == []
+    assert len(added) == len(relocked) + len(python.splitlines()) - 2  # less its header
