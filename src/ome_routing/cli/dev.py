@@ -8,6 +8,7 @@
                        [--node [--image ARCHIVE]]  ...and one real node, in a sandbox (as root)
     ome-routing dev down [--dir DIR]   stop them (and the gateway, or the node)
     ome-routing dev image [--source DIR]  build the controller image (as root; cached)
+                          [--relock]      ...or lock its Debian packages and wheels anew
     ome-routing dev compiled [--source DIR]  compile the poll path with mypyc (cached);
                                              prints the tree to put on PYTHONPATH
 
@@ -45,6 +46,7 @@ from ome_routing.devcluster.gateway_tools import (
 )
 from ome_routing.devcluster.gateways import GATEWAY_NAMES, gateway_type
 from ome_routing.devcluster.image import ImageError, build_image
+from ome_routing.devcluster.image import relock as relock_image
 from ome_routing.devcluster.promtool import ensure_promtool
 
 
@@ -264,9 +266,24 @@ def _start_gateway(plane: LocalControlPlane, name: str) -> None:
 @dev.command()
 @_source_option
 @click.option("--force", is_flag=True, help="Build again even when the inputs are unchanged.")
-def image(source: Path, force: bool) -> None:
+@click.option(
+    "--relock",
+    is_flag=True,
+    help="Write image/debian.lock and image/python.lock from the current Debian archive and "
+    "PyPI (security updates, on purpose), print what changed, and build nothing.",
+)
+def image(source: Path, force: bool, relock: bool) -> None:
     """Build the controller image in OCI layout and as a docker-archive (cached)."""
     started = time.monotonic()
+    if relock:
+        try:
+            removed, added = relock_image(source.resolve(), _progress)
+        except ImageError as error:
+            raise click.ClickException(str(error)) from error
+        for line in [*(f"- {line}" for line in removed), *(f"+ {line}" for line in added)]:
+            click.echo(line)
+        _progress(f"locks written in {time.monotonic() - started:.1f}s; commit them, then build")
+        return
     try:
         built = build_image(source, progress=_progress, force=force)
     except ImageError as error:

@@ -21,6 +21,8 @@ Errors: `CompileError` (mypyc failed; the message quotes its output).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -121,8 +123,22 @@ def _mypyc(work: Path) -> None:
     # mypyc reads no configuration here (none in `src/`): the project's strict settings are
     # `make check`'s; compiling needs only the types
     command = [sys.executable, "-m", "mypyc", *HOT_MODULES]
+    # the C compiler writes the build directory (a fresh temporary one) and mypyc's runtime
+    # sources (wherever the virtualenv is) into the modules: mapped to fixed names, one
+    # source gives the same bytes in any cache and from any checkout
+    maps = {str(work): "."} | {str(path): "mypyc" for path in _mypyc_dirs()}
+    flags = " ".join(
+        [os.environ.get("CFLAGS", ""), *(f"-ffile-prefix-map={k}={v}" for k, v in maps.items())]
+    )
     try:
-        subprocess.run(command, cwd=work, check=True, capture_output=True, text=True)
+        subprocess.run(
+            command,
+            cwd=work,
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "CFLAGS": flags.strip()},
+        )
     except subprocess.CalledProcessError as error:
         output = (error.stdout + error.stderr).strip()[-4000:]
         raise CompileError(f"mypyc failed (exit {error.returncode}):\n{output}") from None
@@ -135,3 +151,10 @@ def _mypyc(work: Path) -> None:
     ]
     if missing:
         raise CompileError(f"mypyc left no extension module for {', '.join(missing)}")
+
+
+def _mypyc_dirs() -> set[Path]:
+    """mypyc's package directory as this Python finds it, and behind any symlink."""
+    spec = importlib.util.find_spec("mypyc")
+    found = {Path(p) for p in (spec.submodule_search_locations or [])} if spec else set()
+    return found | {path.resolve() for path in found}

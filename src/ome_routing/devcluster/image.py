@@ -5,18 +5,22 @@
 
 Three stages, each cached under `<cache>/image/` in a file named for its inputs:
 
-1. **base**: `mmdebstrap --variant=essential` of Debian bookworm with Python 3.11 and
-   ca-certificates, no docs, man pages or locales, the user `ome-routing` (65532:65532),
+1. **base**: `mmdebstrap --variant=custom` of Debian bookworm with exactly the packages and
+   versions of the committed `image/debian.lock` (the essential set, Python 3.11 and
+   ca-certificates), no docs, man pages or locales, the user `ome-routing` (65532:65532),
    and without the shells (the entrypoint is a Python script). Its files carry one fixed
-   date, so the layer is the same for every commit and is rebuilt only when its recipe
-   changes.
-2. **wheels**: the dependencies of `constraints.txt` as wheels, fetched on the host (pip in
-   the chroot cannot verify PyPI), and pip's own wheel, which runs from the file.
-3. **image**: the base as one layer; the project's wheel, installed in the chroot with
-   `--no-index`, with the poll path's extension modules compiled by mypyc on the host beside
+   date, so the layer is the same for every commit and every builder, and is rebuilt only
+   when its recipe or the lock changes (`ome-routing dev image --relock`).
+2. **wheels**: the wheels of the committed `image/python.lock` (the project's dependencies
+   and pip's own wheel, which runs from the file), fetched on the host (pip in the chroot
+   cannot verify PyPI) and checked against the lock's hashes.
+3. **image**: the base as one layer; the project's wheel and the locked ones, installed in
+   the chroot with `--no-index --require-hashes`, with the poll path's extension modules
+   compiled by mypyc on the host beside
    its source (`devcluster.compiled`; the image's Python is 3.11 too, and the build checks
    that each imports there: a host whose C library is newer than bookworm's could make
-   ones that do not), compiled to hash-based `.pyc`, as a second; `umoci config` sets the
+   ones that do not), compiled to hash-based `.pyc`, and a CycloneDX bill of materials of
+   both layers (`devcluster.image_sbom`), as a second; `umoci config` sets the
    user,
    entrypoint, environment and OCI labels. Every date is the commit's date
    (`SOURCE_DATE_EPOCH`), so one commit gives one digest. `skopeo` also writes a
@@ -26,8 +30,9 @@ It needs root (mmdebstrap's root mode, chroot, files owned by other users) and i
 mmdebstrap, umoci and skopeo with apt-get when they are missing. It never uses mmdebstrap's
 `chrootless` mode, which would run package scripts against the host.
 
-The layers' recipe (stages 1 and 2, and what stage 3 installs) is `devcluster.image_layers`;
-this module runs the stages, caches them, and makes the OCI image of their output.
+The layers' recipe (stages 1 and 2, and what stage 3 installs) is `devcluster.image_layers`,
+the lock files' format `devcluster.image_locks`; this module runs the stages, caches them,
+and makes the OCI image of their output.
 
 Errors: `ImageError` (a step failed; its message names the step and quotes its output).
 """
@@ -47,17 +52,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ome_routing import __version__
-from ome_routing.devcluster import image_layers
+from ome_routing.devcluster import image_layers, image_locks, image_sbom
 from ome_routing.devcluster.compiled import CompileError, build_compiled, compiled_key
 from ome_routing.devcluster.image_layers import (
     BASE_EPOCH,
     GID,
     NAME,
-    PACKAGES,
     PATH_ENV,
     PYTHON_ENV,
     UID,
-    ImageError,
     base_key,
     base_rootfs,
     fetch_wheels,
@@ -66,9 +69,20 @@ from ome_routing.devcluster.image_layers import (
     run,
     wheels_key,
 )
+from ome_routing.devcluster.image_locks import DEBIAN_LOCK, PYTHON_LOCK, ImageError
 from ome_routing.devcluster.tools import Progress, cache_dir
 
-__all__ = ["GID", "NAME", "UID", "Image", "ImageError", "build_image", "image_dir", "locked"]
+__all__ = [
+    "GID",
+    "NAME",
+    "UID",
+    "Image",
+    "ImageError",
+    "build_image",
+    "image_dir",
+    "locked",
+    "relock",
+]
 
 DEBIAN_TOOLS = ("mmdebstrap", "umoci", "skopeo")
 
@@ -105,10 +119,16 @@ def build_image(
     root = image_dir(cache)
     root.mkdir(parents=True, exist_ok=True)
     revision, epoch = _revision(repo)
-    # this module and the layers' recipe: a change to either is a new build
-    recipe = Path(__file__).read_bytes() + Path(image_layers.__file__).read_bytes()
+    # this module and the layers' recipe: a change to any is a new build
+    recipe = (
+        b"".join(
+            Path(module.__file__ or "").read_bytes()
+            for module in (image_layers, image_locks, image_sbom)
+        )
+        + Path(__file__).read_bytes()
+    )
     key = key_of(
-        base_key(),
+        base_key(repo),
         wheels_key(repo),
         _source_key(repo),
         compiled_key(repo),
@@ -124,7 +144,7 @@ def build_image(
         _require_root()
         _ensure_debian_tools(say)
         started = time.monotonic()
-        base = base_rootfs(root, say)
+        base = base_rootfs(repo, root, say)
         wheels = fetch_wheels(repo, root, say)
         try:
             compiled = build_compiled(repo, say, cache)
@@ -141,6 +161,15 @@ def build_image(
         digest = _manifest_digest(layout, __version__)
         say(f"image {NAME}:{__version__} {digest} built in {time.monotonic() - started:.0f}s")
         return Image(layout, __version__, digest, archive, revision)
+
+
+def relock(repo: Path, progress: Progress | None = None) -> tuple[list[str], list[str]]:
+    """Write the image's lock files in the checkout `repo` from the current Debian archive and
+    PyPI; the lock lines removed and added."""
+    say = progress or (lambda _message: None)
+    _require_root()
+    _ensure_debian_tools(say)
+    return image_layers.relock(repo.resolve(), say)
 
 
 @contextlib.contextmanager
@@ -194,7 +223,9 @@ def _revision(repo: Path) -> tuple[str, int]:
         head = run(["git", "rev-parse", "HEAD"], "git rev-parse", cwd=repo).strip()
         epoch = int(run(["git", "log", "-1", "--format=%ct"], "git log", cwd=repo).strip())
         status = run(
-            ["git", "status", "--porcelain", "--", "src", "pyproject.toml"], "git", cwd=repo
+            ["git", "status", "--porcelain", "--", "src", "pyproject.toml", "image"],
+            "git",
+            cwd=repo,
         )
     except ImageError:
         return "unknown", BASE_EPOCH
@@ -230,16 +261,15 @@ def _assemble(
     run(["umoci", "unpack", "--image", image, str(bundle)], "umoci unpack")
     run(["tar", "-xpf", str(base), "--numeric-owner", "-C", str(rootfs)], "tar")
     say("layer 1: the Debian root filesystem")
-    _repack(
-        image, bundle, base_date, f"mmdebstrap --variant=essential bookworm {' '.join(PACKAGES)}"
-    )
+    _repack(image, bundle, base_date, f"mmdebstrap --variant=custom bookworm ({DEBIAN_LOCK})")
     say("layer 2: the project's wheel and its dependencies")
     install_wheels(repo, rootfs, wheels, compiled, epoch)
     _repack(
         image,
         bundle,
         date,
-        f"pip install {NAME}=={__version__} (-c constraints.txt); the poll path compiled (mypyc)",
+        f"pip install {NAME}=={__version__} (--require-hashes, {PYTHON_LOCK}); the poll path "
+        "compiled (mypyc); the bill of materials",
     )
     labels = {
         "org.opencontainers.image.title": NAME,

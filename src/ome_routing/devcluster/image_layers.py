@@ -3,12 +3,18 @@
 `devcluster.image.build_image` runs these steps and caches their results;
 this module is the recipe (its bytes are part of the image's cache key):
 
-- the base layer (`base_rootfs`): `mmdebstrap --variant=essential` of Debian bookworm with
-  Python 3.11 and ca-certificates, no docs, man pages or locales, the user `ome-routing`,
-  no shells, every file dated `BASE_EPOCH`;
-- the Python layer: the dependencies' wheels fetched on the host (`fetch_wheels`), then
-  installed in the chroot from local files only, with the compiled poll path beside its
-  source, checked to import there, and compiled to hash-based `.pyc` (`install_wheels`).
+- the base layer (`base_rootfs`): `mmdebstrap --variant=custom` of Debian bookworm with
+  exactly the packages and versions of `image/debian.lock` (the essential set, Python 3.11
+  and ca-certificates), no docs, man pages or locales, the user `ome-routing`, no shells,
+  every file dated `BASE_EPOCH`;
+- the Python layer: the wheels of `image/python.lock` fetched on the host and checked
+  against their hashes (`fetch_wheels`), then installed in the chroot from local files only
+  with `--require-hashes`, with the compiled poll path beside its source, checked to import
+  there, and compiled to hash-based `.pyc`; then the bill of materials of both layers
+  (`install_wheels`, `image_sbom`).
+
+`relock` writes both lock files from the current archive and PyPI (`ome-routing dev image
+--relock`): resolving is the only step that sees whatever the archive serves today.
 
 Errors: `ImageError` (a step failed; its message names the step and quotes its output).
 """
@@ -20,11 +26,29 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from ome_routing import __version__
 from ome_routing.devcluster.compiled import extension_files, module_names
+from ome_routing.devcluster.image_locks import (
+    DEBIAN_LOCK,
+    PYTHON_LOCK,
+    DebianPackage,
+    ImageError,
+    Wheel,
+    gone_error,
+    missing_version,
+    parse_dpkg_status,
+    read_debian_lock,
+    read_python_lock,
+    runtime_requirements,
+    wheel_of,
+    write_debian_lock,
+    write_python_lock,
+)
+from ome_routing.devcluster.image_sbom import SBOM_PATH, bill_of_materials
 from ome_routing.devcluster.tools import Progress
 
 NAME = "ome-routing"
@@ -35,7 +59,9 @@ DEBIAN_SOURCES = (
     "deb http://deb.debian.org/debian bookworm-updates main",
     "deb http://deb.debian.org/debian-security bookworm-security main",
 )
+#: What `relock` resolves (with Debian's essential set); the build installs the lock.
 PACKAGES = ("python3.11", "ca-certificates")
+#: The pip that runs the install in the chroot from its own wheel (locked, with its hash).
 PIP_VERSION = "26.3"
 PYTHON_ENV = ("PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1", "LANG=C.UTF-8")
 PATH_ENV = "PATH=/usr/local/bin:/usr/bin"
@@ -52,10 +78,7 @@ _BASE_HOOKS = (
     'rm -rf "$1"/var/cache/debconf/*-old "$1"/var/lib/dpkg/*-old "$1"/var/log/*',
 )
 SITE = "/usr/local/lib/python3.11/dist-packages"
-
-
-class ImageError(RuntimeError):
-    """The image could not be built."""
+_PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
 
 
 def key_of(*parts: str | bytes) -> str:
@@ -65,27 +88,32 @@ def key_of(*parts: str | bytes) -> str:
     return digest.hexdigest()[:16]
 
 
-def base_key() -> str:
-    return key_of(*DEBIAN_SOURCES, *PACKAGES, *_EXCLUDED, *_BASE_HOOKS, str(BASE_EPOCH))
+def base_key(repo: Path) -> str:
+    """The Debian layer's inputs: the recipe and the locked packages (a relock rebuilds it)."""
+    lock = [str(package) for package in read_debian_lock(repo)]
+    return key_of(*DEBIAN_SOURCES, *lock, *_EXCLUDED, *_BASE_HOOKS, str(BASE_EPOCH))
 
 
 def wheels_key(repo: Path) -> str:
-    return key_of((repo / "constraints.txt").read_bytes(), PIP_VERSION, sys.version[:4])
+    return key_of(*map(str, read_python_lock(repo)), sys.version[:4])
 
 
-def base_rootfs(root: Path, say: Progress) -> Path:
-    tarball = root / f"base-{base_key()}.tar"
+def base_rootfs(repo: Path, root: Path, say: Progress) -> Path:
+    tarball = root / f"base-{base_key(repo)}.tar"
     if tarball.is_file():
         return tarball
-    say("building the Debian root filesystem with mmdebstrap (once per recipe, ~1-2 min)")
+    say("building the Debian root filesystem with mmdebstrap (once per lock, ~1-2 min)")
     started = time.monotonic()
     partial = tarball.with_name(f".{tarball.name}.partial")
+    locked = [f"{p.name}={p.version}" for p in read_debian_lock(repo)]
     command = [
         "mmdebstrap",
-        "--variant=essential",
+        # custom: exactly the packages given, each at its locked version, installed as the
+        # essential variant installs its own (dpkg in the chroot)
+        "--variant=custom",
         "--mode=root",
         "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
-        f"--include={','.join(PACKAGES)}",
+        f"--include={','.join(locked)}",
         *(f"--dpkgopt=path-exclude={pattern}" for pattern in _EXCLUDED),
         "--dpkgopt=path-include=/usr/share/doc/*/copyright",
         *(f"--customize-hook={hook}" for hook in _BASE_HOOKS),
@@ -95,7 +123,13 @@ def base_rootfs(root: Path, say: Progress) -> Path:
         *DEBIAN_SOURCES,
     ]
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(BASE_EPOCH)}
-    run(command, "mmdebstrap", env=env)
+    try:
+        run(command, "mmdebstrap", env=env)
+    except ImageError as error:
+        partial.unlink(missing_ok=True)
+        if gone := missing_version(str(error)):
+            raise gone_error(*gone) from None
+        raise
     partial.rename(tarball)
     for stale in root.glob("base-*.tar"):
         if stale != tarball:
@@ -104,27 +138,92 @@ def base_rootfs(root: Path, say: Progress) -> Path:
     return tarball
 
 
+def relock(repo: Path, say: Progress) -> tuple[list[str], list[str]]:
+    """Write `image/debian.lock` and `image/python.lock` from what the Debian archive and PyPI
+    serve now; the lines each lost and gained (`- old`, `+ new`)."""
+    _require_python_311("the wheels are resolved")
+    before = _lock_lines(repo)
+    write_debian_lock(repo, _resolve_debian(say))
+    write_python_lock(repo, _resolve_python(repo, say))
+    after = _lock_lines(repo)
+    return sorted(before - after), sorted(after - before)
+
+
+def _lock_lines(repo: Path) -> set[str]:
+    lines: set[str] = set()
+    for path in (DEBIAN_LOCK, PYTHON_LOCK):
+        if (repo / path).is_file():
+            text = (repo / path).read_text().splitlines()
+            lines |= {f"{path.name}: {line}" for line in text if line and line[0] != "#"}
+    return lines
+
+
+def _resolve_debian(say: Progress) -> list[DebianPackage]:
+    """Debian's essential set and `PACKAGES`, at the versions the archive serves now."""
+    say("resolving the image's Debian packages with mmdebstrap (~1-2 min)")
+    with tempfile.TemporaryDirectory(prefix="ome-relock-") as scratch:
+        status = Path(scratch) / "status"
+        run(
+            [
+                "mmdebstrap", "--variant=essential", "--mode=root",
+                "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
+                f"--include={','.join(PACKAGES)}",
+                *(f"--dpkgopt=path-exclude={pattern}" for pattern in _EXCLUDED),
+                f'--customize-hook=cp "$1/var/lib/dpkg/status" {status}',
+                "--format=null", "bookworm", "-", *DEBIAN_SOURCES,
+            ],
+            "mmdebstrap (resolving the Debian packages)",
+        )  # fmt: skip
+        return parse_dpkg_status(status.read_text())
+
+
+def _resolve_python(repo: Path, say: Progress) -> list[Wheel]:
+    """The project's dependencies at constraints.txt's versions, and pip, as PyPI's wheels."""
+    say("resolving the image's wheels from PyPI at constraints.txt's versions")
+    with tempfile.TemporaryDirectory(prefix="ome-relock-") as scratch:
+        run(
+            [
+                *_PIP, "download", "--only-binary=:all:", "--no-cache-dir",
+                "-c", "constraints.txt", "-d", scratch,
+                *runtime_requirements(repo), f"pip=={PIP_VERSION}",
+            ],
+            "pip download",
+            cwd=repo,
+            env=_pip_env(),
+        )  # fmt: skip
+        return sorted(wheel_of(path) for path in Path(scratch).glob("*.whl"))
+
+
+def _require_python_311(what: str) -> None:
+    if sys.version_info[:2] != (3, 11):
+        # The wheels are chosen for the running Python: they must fit the image's.
+        raise ImageError(
+            f"{what} with the Python that runs this build, which must be 3.11 like the "
+            f"image's (Debian bookworm); this is {sys.version.split()[0]}"
+        )
+
+
+def _pip_env() -> dict[str, str]:
+    """pip's environment without a local wheel directory, which could stand in for PyPI's."""
+    return {k: v for k, v in os.environ.items() if k not in ("PIP_FIND_LINKS", "PIP_NO_INDEX")}
+
+
 def fetch_wheels(repo: Path, root: Path, say: Progress) -> Path:
     target = root / f"wheels-{wheels_key(repo)}"
     if (target / ".complete").is_file():
         return target
-    if sys.version_info[:2] != (3, 11):
-        # The wheels are resolved for the running Python: they must fit the image's.
-        raise ImageError(
-            f"the image's wheels are fetched with the Python that runs this build, which must "
-            f"be 3.11 like the image's (Debian bookworm); this is {sys.version.split()[0]}"
-        )
-    say("fetching the dependencies' wheels from PyPI (once per constraints.txt)")
+    _require_python_311("the image's wheels are fetched")
+    say(f"fetching the wheels of {PYTHON_LOCK} from PyPI, checking their hashes (once per lock)")
     shutil.rmtree(target, ignore_errors=True)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
-    run([*pip, "wheel", "-c", "constraints.txt", "-w", str(target), "."], "pip wheel", cwd=repo)
-    for own in target.glob("ome_routing-*.whl"):
-        own.unlink()
     run(
-        [*pip, "download", "--no-deps", "-d", str(target), f"pip=={PIP_VERSION}"],
-        "pip download pip",
+        [
+            *_PIP, "download", "--require-hashes", "--no-deps", "--only-binary=:all:",
+            "--no-cache-dir", "-d", str(target), "-r", str(repo / PYTHON_LOCK),
+        ],
+        "pip download --require-hashes",
         cwd=repo,
-    )
+        env=_pip_env(),
+    )  # fmt: skip
     (target / ".complete").write_text("")
     for stale in root.glob("wheels-*"):
         if stale != target:
@@ -137,25 +236,30 @@ def install_wheels(repo: Path, rootfs: Path, wheels: Path, compiled: Path, epoch
     beside its source; then hash-based .pyc."""
     inbox = rootfs / "tmp" / "wheels"
     shutil.copytree(wheels, inbox)
-    shutil.copy(repo / "constraints.txt", inbox / "constraints.txt")
     env = {PATH_ENV.split("=")[0]: PATH_ENV.split("=")[1], "SOURCE_DATE_EPOCH": str(epoch)}
     env |= dict(variable.split("=", 1) for variable in PYTHON_ENV)
     pip = f"/tmp/wheels/pip-{PIP_VERSION}-py3-none-any.whl/pip"
     run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(inbox), "."],
+        [*_PIP, "wheel", "--no-deps", "-w", str(inbox), "."],
         "pip wheel (the project)",
         cwd=repo,
         env={**os.environ, "SOURCE_DATE_EPOCH": str(epoch)},
     )
+    # The lock without pip (it runs the install, the image has none), and the project's
+    # wheel just built, with its hash: pip's hash-checking mode takes all or none.
+    (own,) = inbox.glob(f"{NAME.replace('-', '_')}-{__version__}-*.whl")
+    requirements = [w for w in read_python_lock(repo) if w.name != "pip"]
+    requirements.append(Wheel(NAME, __version__, wheel_of(own).sha256))
+    (inbox / "requirements.txt").write_text("".join(f"{w}\n" for w in requirements))
     chroot = ["chroot", str(rootfs), "/usr/bin/python3.11"]
     run(
         [
-            *chroot, pip, "install", "--quiet", "--no-index", "--find-links=/tmp/wheels",
-            "--only-binary=:all:", "--no-compile", "--no-cache-dir", "--break-system-packages",
-            "--root-user-action=ignore", "--disable-pip-version-check",
-            "-c", "/tmp/wheels/constraints.txt", f"{NAME}=={__version__}",
+            *chroot, pip, "install", "--quiet", "--require-hashes", "--no-index",
+            "--find-links=/tmp/wheels", "--only-binary=:all:", "--no-compile", "--no-cache-dir",
+            "--break-system-packages", "--root-user-action=ignore",
+            "--disable-pip-version-check", "-r", "/tmp/wheels/requirements.txt",
         ],
-        "pip install (in the chroot)",
+        "pip install --require-hashes (in the chroot)",
         env=env,
     )  # fmt: skip
     shutil.rmtree(inbox)
@@ -166,6 +270,9 @@ def install_wheels(repo: Path, rootfs: Path, wheels: Path, compiled: Path, epoch
         "compileall (in the chroot)",
         env=env,
     )
+    sbom = rootfs / SBOM_PATH.lstrip("/")
+    sbom.parent.mkdir(parents=True, exist_ok=True)
+    sbom.write_bytes(bill_of_materials(rootfs, epoch))
     _clamp_dates(rootfs, epoch)
 
 
