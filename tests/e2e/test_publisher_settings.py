@@ -163,16 +163,16 @@ async def test_a_malformed_drain_annotation_alone_keeps_the_last_table_published
         return "parse ome.io/traffic-drain: " in process.log
 
     await eventually(logged, what="the drain annotation's error in the log")
-    frozen = await counted(process, RECONCILES, result="frozen")
     await scene.place("chat", {"worker-a": 1, "worker-b": 1})
+    frozen = await counted(process, RECONCILES, result="frozen")
 
-    # First what shows that a change would have reached the route by now: two more
-    # reconciles of the frozen service (one at least after its new placement), then the
+    # First what shows that the change would have reached the route by now: three more
+    # reconciles of the frozen service (each one that would have written it), then the
     # same change to the witness, made after them, reaches the witness's route.
-    async def reconciled_twice() -> bool:
-        return await counted(process, RECONCILES, result="frozen") >= frozen + 2
+    async def reconciled_thrice() -> bool:
+        return await counted(process, RECONCILES, result="frozen") >= frozen + 3
 
-    await eventually(reconciled_twice, what="two more reconciles of the frozen service")
+    await eventually(reconciled_thrice, what="three more reconciles of the frozen service")
     await scene.place("witness", {"worker-a": 1, "worker-b": 1})
     await scene.weights("witness", [1, 1])
     route = await scene.get("httproute", "chat-global")
