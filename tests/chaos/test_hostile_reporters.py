@@ -11,7 +11,9 @@ it has warmed up, and every home keeps being polled, most of them every period. 
 the end of the hostile phase, and each home's polls against its period.
 
 `CHAOS_HOSTILE_SECONDS` sets the hostile phase (60 s by default; bench/chaos/hostile.py
-runs the long version).
+runs the long version), `CHAOS_HOSTILE_SERVICES` the services (500 by default, two homes
+each) and `CHAOS_HOSTILE_WARM_UP` the seconds before it (20 by default); tests/bench runs
+the scenario at a tiny size through bench/chaos/hostile.py.
 """
 
 from __future__ import annotations
@@ -30,14 +32,14 @@ from hostile import HostileReporters
 
 pytestmark = pytest.mark.timeout(int(os.environ.get("CHAOS_HOSTILE_SECONDS", "60")) + 400)
 
-SERVICES = 500  # x 2 homes
+SERVICES = int(os.environ.get("CHAOS_HOSTILE_SERVICES", "500"))  # x 2 homes
 PERIOD = 5.0
 POLL = {"period": "5s", "timeout": "1s", "samples": 3, "quorum": 2, "maxAge": "15s"}
 #: A budget sized for this load, as the guide asks: of 200 polls/s, one in twelve stalls
 #: and holds its slot for the whole 1s timeout, about 17 slots for the stalls alone; with
 #: the chart's 16 the polls would wait for slots and fall behind their period by design.
 OBSERVER = {"maxConcurrentRequests": 64}
-WARM_UP = 20.0
+WARM_UP = float(os.environ.get("CHAOS_HOSTILE_WARM_UP", "20"))
 #: The guide's fallback reasons (the specification's table), as prefixes.
 GUIDE_REASONS = (
     "no capacity report yet",

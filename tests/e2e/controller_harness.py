@@ -369,6 +369,24 @@ def summed(texts: list[str]) -> str:
     return "\n".join(f"{series} {floatToGoString(value)}" for series, value in totals.items())
 
 
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+async def counted(process: ControllerProcess, name: str, **labels: str) -> float:
+    """The sum of the series of `name` (a counter, say) whose labels include `labels`, as
+    the process serves them now; 0 while it shows none. For a positive signal that the
+    controller did more work (polls, reconciles, probes) before a check that nothing
+    changed."""
+    total = 0.0
+    for line in (await process.metric(name)).splitlines():
+        series, _, value = line.rpartition(" ")
+        metric, _, rest = series.partition("{")
+        shown = dict(_LABEL.findall(rest))
+        if metric == name and all(shown.get(k) == v for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
 class ControllerProcess:
     """`ome-routing controller` as a platform team runs it, in a subprocess; in sharded
     mode (the module docstring) `SHARDED_REPLICAS` of them, one group of shards."""

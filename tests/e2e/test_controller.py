@@ -25,6 +25,7 @@ from controller_harness import (
     ControllerProcess,
     Reporter,
     condition,
+    counted,
     delete_namespace,
     entry,
     eventually,
@@ -41,6 +42,7 @@ from ome_routing.core.report import parse_rfc3339
 from ome_routing.devcluster import LocalControlPlane
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+RECONCILES = "ome_routing_trafficmap_reconciles_total"
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -162,6 +164,10 @@ def scene(
     return Scene(control_plane, kubeconfig, tmp_path, namespace, reporters, controllers)
 
 
+async def _answered(reporter: Reporter, polls: int) -> bool:
+    return reporter.requests >= polls
+
+
 async def settled_map(scene: Scene, name: str) -> dict[str, Any] | None:
     tmap = await scene.map(name)
     return tmap if settled(tmap) else None
@@ -245,7 +251,19 @@ async def test_the_specs_steps_2_and_3_and_turning_the_poll_off(
         )
         assert all("reported" not in e["capacity"] for e in tmap["spec"]["entries"])
         polled = {c: r.requests for c, r in reporters.items()}
-        await asyncio.sleep(12)  # more than one period of the old poll
+        # A witness with the old poll (period 10s) on a reporter of its own: a new home is
+        # polled at once, so its second poll comes a whole period of the old poll later.
+        witness = await Reporter(servable=1).start()
+        try:
+            old_poll = yaml.safe_load((EXAMPLES / "isvc.yaml").read_text())["spec"]["routing"]
+            witness_isvc = isvc_manifest("witness", namespace, old_poll["capacity"])
+            await kubectl(control_plane, "apply", "-f", "-", input=witness_isvc)
+            await place(control_plane, "witness", namespace, {"worker-w": witness.url})
+            await eventually(
+                lambda: _answered(witness, 2), timeout=90, what="two polls of the witness"
+            )
+        finally:
+            await witness.stop()
         assert {c: r.requests for c, r in reporters.items()} == polled, "homes are still polled"
 
         # The API server refuses a poll with a missing field, with the spec's message.
@@ -401,6 +419,7 @@ async def test_a_malformed_drain_annotation_alone_leaves_the_map_and_published_a
 ) -> None:
     """No new generation of the service: OME writes nothing, and its publisher's owner
     check still holds, so `Published` and the published table stay."""
+    await scene.route("witness")  # a routed service on the same reporters
     process, _ = await scene.converged()
     before = await eventually(lambda: settled_published(scene), what="Published recorded")
     await kubectl(
@@ -413,7 +432,21 @@ async def test_a_malformed_drain_annotation_alone_leaves_the_map_and_published_a
 
     await eventually(logged, what="the drain annotation's error in the log")
     scene.reporters["worker-a"].servable = 1  # a change the frozen map must not follow
-    await asyncio.sleep(3)
+
+    # First what shows the change was there to follow: the witness's map follows it, and
+    # the frozen service is reconciled twice more after that (its retries count as
+    # "frozen"), each pass one that would have written the change.
+    async def witness_follows() -> bool:
+        tmap = await scene.map("witness")
+        return entry(tmap, "worker-a")["capacity"].get("reported") == 1
+
+    await eventually(witness_follows, what="the witness's map to follow worker-a")
+    frozen = await counted(process, RECONCILES, result="frozen")
+
+    async def reconciled_twice() -> bool:
+        return await counted(process, RECONCILES, result="frozen") >= frozen + 2
+
+    await eventually(reconciled_twice, what="two more reconciles of the frozen service")
     after = await scene.map()
     assert after is not None
     assert after["spec"] == before["spec"]

@@ -7,7 +7,6 @@ guide's, made fast (period 1s, timeout 500ms) so that a gate closes in about 3 s
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import uuid
 from collections.abc import AsyncIterator
@@ -22,6 +21,7 @@ from controller_harness import (
     ROUTING_ON,
     ControllerProcess,
     condition,
+    counted,
     entry,
     eventually,
     get_map,
@@ -327,7 +327,14 @@ async def test_a_bad_probe_freezes_only_its_own_map(scene: Scene) -> None:
         "routing.observer.minPeriod (1s)" in process.log
     )
     frozen = (await scene.map("overlap"))["spec"]
-    await asyncio.sleep(2.5)  # more than two probe periods
+    # First two more probes of every home of the three services (were the frozen ones
+    # still probed, each of their homes would have been probed again, and its map written)
+    probed = await counted(process, "ome_routing_health_probes_total")
+
+    async def two_rounds() -> bool:
+        return await counted(process, "ome_routing_health_probes_total") >= probed + 2 * 3 * 2
+
+    await eventually(two_rounds, what="twelve more probes: two rounds of six homes")
     assert (await scene.map("overlap"))["spec"] == frozen, "a frozen map is no longer probed"
 
     scene.homes["worker-b"].health.switch(503)

@@ -7,13 +7,12 @@ gauge `ome_trafficmap_publication_fallback`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 
 import pytest
 import yaml
-from controller_harness import ControllerProcess, condition, eventually, get_map
+from controller_harness import ControllerProcess, condition, counted, eventually, get_map
 from publisher_harness import Scene, gateway_api, scene, values
 
 from ome_routing.core.publication import backend_service_name
@@ -21,6 +20,8 @@ from ome_routing.core.publication import backend_service_name
 __all__ = ["gateway_api", "scene"]  # fixtures
 
 pytestmark = pytest.mark.timeout(240)
+
+RECONCILES = "ome_routing_trafficmap_reconciles_total"
 
 GUIDE_TLS = (
     "-o",
@@ -149,9 +150,11 @@ async def test_a_malformed_drain_annotation_alone_keeps_the_last_table_published
     """No new generation: OME's publisher still trusts the map, so Published stays True and
     the route keeps the last table, which routing no longer changes."""
     await scene.service("chat", {"worker-a": 2, "worker-b": 1})
+    await scene.service("witness", {"worker-a": 2, "worker-b": 1})
     process = await scene.start(values())
     before = await scene.published("chat")
     await scene.weights("chat", [2, 1])
+    await scene.weights("witness", [2, 1])
     await scene.kubectl(
         "annotate", "inferenceservice", "chat", "-n", scene.namespace, "ome.io/traffic-drain=nope"
     )
@@ -161,20 +164,41 @@ async def test_a_malformed_drain_annotation_alone_keeps_the_last_table_published
 
     await eventually(logged, what="the drain annotation's error in the log")
     await scene.place("chat", {"worker-a": 1, "worker-b": 1})
-    await asyncio.sleep(3)  # time for a change to reach the route, were it not frozen
-    route = await scene.weights("chat", [2, 1])
+    frozen = await counted(process, RECONCILES, result="frozen")
+
+    # First what shows that the change would have reached the route by now: three more
+    # reconciles of the frozen service (each one that would have written it), then the
+    # same change to the witness, made after them, reaches the witness's route.
+    async def reconciled_thrice() -> bool:
+        return await counted(process, RECONCILES, result="frozen") >= frozen + 3
+
+    await eventually(reconciled_thrice, what="three more reconciles of the frozen service")
+    await scene.place("witness", {"worker-a": 1, "worker-b": 1})
+    await scene.weights("witness", [1, 1])
+    route = await scene.get("httproute", "chat-global")
+    assert route is not None
     assert [r["weight"] for r in route["spec"]["rules"][0]["backendRefs"]] == [2, 1]
     tmap = await get_map(scene.plane, "chat", scene.namespace)
     assert tmap is not None and tmap["status"]["published"] is True
     assert condition(tmap, "Published") == condition(before, "Published")
 
 
+async def repaired(scene: Scene, edited: int) -> bool:
+    """The witness's route was written after the hand edit `edited`, back to its weights."""
+    route = await scene.get("httproute", "witness-global")
+    if route is None or int(route["metadata"]["resourceVersion"]) <= edited:
+        return False
+    return [r["weight"] for r in route["spec"]["rules"][0]["backendRefs"]] == [2, 1]
+
+
 async def test_at_rest_nothing_is_written_again_across_resyncs(scene: Scene) -> None:
     block = values()
     block["ome"]["multicluster"]["config"]["routing"]["publisher"] = {"resyncInterval": "1s"}
     await scene.service("chat", {"worker-a": 2, "worker-b": 1})
+    await scene.service("witness", {"worker-a": 2, "worker-b": 1})
     process = await scene.start(block)
     await scene.published("chat")
+    await scene.weights("witness", [2, 1])
 
     async def versions() -> list[str]:
         service = backend_service_name(scene.namespace, "chat", "worker-a")
@@ -185,7 +209,18 @@ async def test_at_rest_nothing_is_written_again_across_resyncs(scene: Scene) -> 
         return [str(obj["metadata"]["resourceVersion"]) for obj in found if obj is not None]
 
     before = await versions()
-    await asyncio.sleep(3.5)  # three resyncs
+    # First two resyncs seen at work: only a resync repairs a route edited by hand (an
+    # edit of a route wakes no reconcile), so the witness's edited route put back twice
+    # means two resyncs passed over every map, this one's included.
+    for _ in range(2):
+        edited = await scene.kubectl(
+            "patch", "httproute", "witness-global", "-n", scene.namespace, "--type=json",
+            "-p", '[{"op": "replace", "path": "/spec/rules/0/backendRefs/0/weight", "value": 9}]',
+            "-o", "jsonpath={.metadata.resourceVersion}",
+        )  # fmt: skip
+        await eventually(
+            lambda version=int(edited): repaired(scene, version), what="the witness route repaired"
+        )
     assert await versions() == before
     assert "publish TrafficMap" not in process.log  # no retried failure either
 

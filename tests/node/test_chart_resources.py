@@ -9,7 +9,7 @@ import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import yaml
@@ -52,19 +52,50 @@ def home_copies(services: list[str]) -> str:
     return yaml.safe_dump_all(documents)
 
 
-MEMORY = (
-    "status = dict(l.split(':', 1) for l in open('/proc/1/status').read().splitlines())\n"
-    "peak = open('/sys/fs/cgroup/memory/memory.max_usage_in_bytes').read().strip()\n"
-    "print(status['VmRSS'].split()[0], status['VmHWM'].split()[0], peak)\n"
-)
+#: The chart's default memory limit (values.yaml `controller.resources.limits.memory`).
+LIMIT_BYTES = 512 * 2**20
+
+#: Read inside the container: the process's VmRSS and VmHWM (KiB), its memory cgroup's
+#: peak usage and limit (bytes) and its OOM kills. Under cgroup v2 (`cgroup.controllers` at
+#: the root) from `memory.peak` (`memory.current` before Linux 5.19), `memory.max` and
+#: `memory.events`; under cgroup v1, as the local node runs on a host with hybrid cgroups,
+#: from the memory hierarchy's `memory.max_usage_in_bytes`, `memory.limit_in_bytes` and
+#: `memory.oom_control`. The root is the first argument, `/sys/fs/cgroup` by default.
+MEMORY = """\
+import os, sys
+status = dict(l.split(':', 1) for l in open('/proc/1/status').read().splitlines())
+root = sys.argv[1] if len(sys.argv) > 1 else '/sys/fs/cgroup'
+def read(name):
+    return open(os.path.join(root, name)).read().strip()
+def field(text, key):
+    return next(l.split()[1] for l in text.splitlines() if l.split()[0] == key)
+if os.path.exists(os.path.join(root, 'cgroup.controllers')):
+    has_peak = os.path.exists(os.path.join(root, 'memory.peak'))
+    peak = read('memory.peak' if has_peak else 'memory.current')
+    limit, ooms = read('memory.max'), field(read('memory.events'), 'oom_kill')
+else:
+    root = os.path.join(root, 'memory')
+    peak, limit = read('memory.max_usage_in_bytes'), read('memory.limit_in_bytes')
+    ooms = field(read('memory.oom_control'), 'oom_kill')
+print(status['VmRSS'].split()[0], status['VmHWM'].split()[0], peak, limit, ooms)
+"""
 
 
-def process_memory(plane: LocalControlPlane, pod: str) -> tuple[float, float, float]:
-    """The controller process's resident and peak resident set, and its cgroup's peak
-    usage, in MiB, read inside the container."""
+class Memory(NamedTuple):
+    """The controller's memory, read inside its container (`MEMORY`)."""
+
+    rss_mib: float
+    peak_rss_mib: float
+    cgroup_peak_mib: float
+    #: the cgroup's limit in bytes ("max" under cgroup v2 without one)
+    limit: str
+    oom_kills: int
+
+
+def process_memory(plane: LocalControlPlane, pod: str) -> Memory:
     shown = plane.kubectl("exec", pod, "-n", CONTROLLER_NAMESPACE, "--", "python3.11", "-c", MEMORY)
-    rss, hwm, peak = shown.stdout.split()
-    return int(rss) / 1024, int(hwm) / 1024, int(peak) / 2**20
+    rss, hwm, peak, limit, ooms = shown.stdout.split()
+    return Memory(int(rss) / 1024, int(hwm) / 1024, int(peak) / 2**20, limit, int(ooms))
 
 
 def working_set(plane: LocalControlPlane, pod: str) -> int:
@@ -129,6 +160,7 @@ def test_the_default_memory_limit_holds_1000_homes_without_an_oom_kill(
     ])  # fmt: skip
     resting = wait_for("a memory reading", lambda: working_set(plane, pod))
     resting_process = process_memory(plane, pod)
+    assert (resting_process.limit, resting_process.oom_kills) == (str(LIMIT_BYTES), 0)
     plane.kubectl("apply", "-f", "-", input=services_manifest(services))
 
     def placed(name: str) -> None:
@@ -162,8 +194,9 @@ def test_the_default_memory_limit_holds_1000_homes_without_an_oom_kill(
         f"controller working set: {resting / 2**20:.1f} MiB resting, "
         f"{loaded / 2**20:.1f} MiB with {homes} homes polled every 5s; "
         "process RSS, peak RSS, cgroup peak (MiB): "
-        f"resting {' '.join(f'{v:.1f}' for v in resting_process)}, "
-        f"loaded {' '.join(f'{v:.1f}' for v in loaded_process)}"
+        f"resting {' '.join(f'{v:.1f}' for v in resting_process[:3])}, "
+        f"loaded {' '.join(f'{v:.1f}' for v in loaded_process[:3])}"
     )
+    assert (loaded_process.limit, loaded_process.oom_kills) == (str(LIMIT_BYTES), 0)
     assert status["restartCount"] == 0, status
     assert not status.get("lastState"), status

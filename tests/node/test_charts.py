@@ -5,8 +5,8 @@ a kubelet made Ready."""
 
 from __future__ import annotations
 
+import json
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from scene import (
     CONTROLLER_RELEASE,
     FAST_POLL,
     REPO,
+    REPORTER_NAMESPACE,
     capacity,
     engine_pods,
     helm,
@@ -175,16 +176,75 @@ def test_helm_uninstall_leaves_no_trafficmap_writer(
         lambda: not get(plane, "pods", "-n", CONTROLLER_NAMESPACE, "-l", SELECTOR)["items"],
     )
     version = get(plane, "trafficmap", service, "-n", namespace)["metadata"]["resourceVersion"]
-    # A writer would see the count change within a poll or two (period 1s).
+    served = reports_served(plane, home, service)
     plane.kubectl("scale", f"deployment/{service}-engine", "-n", home, "--replicas=0")
     wait_for("the model server gone", lambda: not engine_pods(plane, home, service))
-    time.sleep(5)
+    # First the change a writer would follow, there to be read: the reporter answers 0 for
+    # the service, here three times over after the first 0. A writer left behind polls
+    # the reporter (period 1s) and so shows in the reporter's count of reports served.
+    asked = [0]
+    wait_for("the reporter to answer 0", lambda: ask_reporter(plane, home, service, asked) == 0)
+    for _ in range(3):
+        assert ask_reporter(plane, home, service, asked) == 0
+    assert reports_served(plane, home, service) == served + asked[0], "someone else polled it"
     assert (
         get(plane, "trafficmap", service, "-n", namespace)["metadata"]["resourceVersion"] == version
     )
     accounts = get(plane, "serviceaccounts", "-n", CONTROLLER_NAMESPACE)["items"]
     assert [a["metadata"]["name"] for a in accounts] == ["default"]
     install(routing_values(FAST_POLL))  # for the fixture's uninstall
+
+
+#: Run in the reporter's container: GET a path of the reporter itself; prints the status
+#: and the body.
+REPORTER_GET = (
+    "import sys, urllib.error, urllib.request\n"
+    "opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))\n"
+    "try:\n"
+    "    answer = opener.open('http://127.0.0.1:8080' + sys.argv[1], timeout=10)\n"
+    "    print(answer.status, answer.read().decode())\n"
+    "except urllib.error.HTTPError as error:\n"
+    "    print(error.code, error.read().decode())\n"
+)
+
+
+def reporter_pods(plane: LocalControlPlane) -> list[str]:
+    return sorted(
+        p["metadata"]["name"] for p in get(plane, "pods", "-n", REPORTER_NAMESPACE)["items"]
+    )
+
+
+def reporter_get(plane: LocalControlPlane, pod: str, path: str) -> tuple[int, str]:
+    shown = plane.kubectl(
+        "exec", pod, "-n", REPORTER_NAMESPACE, "--", "python3.11", "-c", REPORTER_GET, path
+    )
+    status, _, body = shown.stdout.partition(" ")
+    return int(status), body
+
+
+def ask_reporter(plane: LocalControlPlane, home: str, service: str, asked: list[int]) -> int:
+    """The servable count the reporter answers for the service's copy on `home` (-1 for
+    no count), counting each answered report in `asked[0]`."""
+    status, body = reporter_get(plane, reporter_pods(plane)[0], f"/{home}/{service}/capacity")
+    if status != 200:
+        return -1
+    asked[0] += 1
+    return int(json.loads(body)["servable"])
+
+
+def reports_served(plane: LocalControlPlane, home: str, service: str) -> float:
+    """`ome_routing_reporter_reports_total` of the service's copy on `home`, over the
+    reporter's pods."""
+    labels = {f'namespace="{home}"', f'inferenceservice="{service}"'}
+    total = 0.0
+    for pod in reporter_pods(plane):
+        _, text = reporter_get(plane, pod, "/metrics")
+        for line in text.splitlines():
+            series, _, value = line.rpartition(" ")
+            name, _, shown = series.rstrip("}").partition("{")
+            if name == "ome_routing_reporter_reports_total" and set(shown.split(",")) == labels:
+                total += float(value)
+    return total
 
 
 def test_the_guides_step_3_commands_give_the_guides_outputs(
@@ -214,8 +274,6 @@ def test_the_guides_step_3_commands_give_the_guides_outputs(
 
 
 def place_status_only(plane: LocalControlPlane, endpoints: dict[str, str]) -> None:
-    import json
-
     from ome_routing.demo.scene import placement_status, workload_clusters_manifest
 
     plane.kubectl("apply", "-f", "-", input=workload_clusters_manifest(list(endpoints)))

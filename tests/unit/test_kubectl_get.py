@@ -72,7 +72,34 @@ class TestColumns:
         )
 
     def test_the_compact_table_has_omes_six_columns(self) -> None:
-        assert list(values(a_map(), wide=False)) == list(trafficmaps.COLUMNS)
+        """OME's `kubectl ome get trafficmaps` columns, spelled out as OME prints them."""
+        assert list(values(a_map(), wide=False)) == [
+            "NAME",
+            "MODE",
+            "TARGETS",
+            "ROUTABLE",
+            "PUBLISHED",
+            "AGE",
+        ]
+
+    def test_the_wide_table_adds_omes_eight_columns_after_them(self) -> None:
+        headers, _ = trafficmaps.rows([read_trafficmap(a_map())], NOW, wide=True, namespaces=False)
+        assert headers == [
+            "NAME",
+            "MODE",
+            "TARGETS",
+            "ROUTABLE",
+            "PUBLISHED",
+            "AGE",
+            "SERVICE",
+            "ACTIVE",
+            "HEALTHY",
+            "OVERRIDE",
+            "OVERRIDE-REASON",
+            "REASON",
+            "GATEWAY",
+            "PUBLISHER-FRESHNESS",
+        ]
 
     def test_all_namespaces_adds_the_namespace_first(self) -> None:
         headers, rows = trafficmaps.rows(
