@@ -31,7 +31,11 @@ import yaml
 from controller_harness import (
     FAST_POLL,
     ROUTING_ON,
+    SHARD_GROUP_LABEL,
+    SHARD_ROLE_LABEL,
     SHARDED_CHART_VALUES,
+    SHARDED_REPLICAS,
+    SHARDS,
     ControllerProcess,
     Reporter,
     entry,
@@ -45,7 +49,9 @@ from publisher_harness import Scene, gateway_api, scene, values
 from tests.rbac_audit import Grant, exercised, granted, unexercised
 
 from ome_routing.cli.controller import CONFIGMAP_KEY, LEASE_NAME
+from ome_routing.core.shards import member_lease_name
 from ome_routing.devcluster import LocalControlPlane
+from ome_routing.kube.sharding import COUNT_LABEL, STALE_MEMBER_LEASES
 
 __all__ = ["gateway_api", "scene"]  # fixtures
 
@@ -276,6 +282,46 @@ async def only_health_and_metrics(probe_port: int, metrics_port: int, token: str
                     assert response.status == 405, f"{method} {paths[0]} answered {response.status}"
 
 
+#: the member Lease of a replica gone for good (sharded mode)
+GONE_REPLICA = "gone-replica"
+
+
+def stale_member_lease(namespace: str) -> str:
+    """A member Lease of the group, last renewed long ago (a MicroTime needs its digits)."""
+    return yaml.safe_dump(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": member_lease_name(LEASE_NAME, GONE_REPLICA),
+                "namespace": namespace,
+                "labels": {
+                    SHARD_GROUP_LABEL: LEASE_NAME,
+                    SHARD_ROLE_LABEL: "member",
+                    COUNT_LABEL: str(SHARDS),
+                },
+            },
+            "spec": {
+                "holderIdentity": GONE_REPLICA,
+                "leaseDurationSeconds": 4,
+                "renewTime": "2026-01-01T00:00:00.000001Z",
+            },
+        }
+    )
+
+
+async def a_stale_member_lease_is_deleted(scene: Scene, namespace: str) -> None:
+    """The replicas delete the gone replica's member Lease once they have seen it
+    unrenewed for `STALE_MEMBER_LEASES` lease durations (4 s each here)."""
+    name = member_lease_name(LEASE_NAME, GONE_REPLICA)
+
+    async def gone() -> bool:
+        out = await scene.kubectl("get", "lease", name, "-n", namespace, check=False)
+        return "NotFound" in out
+
+    await eventually(gone, 60 + STALE_MEMBER_LEASES * 4, f"lease {name} deleted")
+
+
 def without_config_file(command: list[str]) -> list[str]:
     """The controller's command reading the chart's ConfigMap, as the chart runs it."""
     at = command.index("--config")
@@ -305,6 +351,9 @@ async def test_the_chart_grants_no_verb_the_controller_never_uses(
             "create", "configmap", CHART_CONFIGMAP, "-n", release,
             f"--from-literal={CONFIGMAP_KEY}={yaml.safe_dump(config)}",
         )  # fmt: skip
+        if SHARDED_REPLICAS:
+            # a member Lease of a replica gone for good, which the replicas delete
+            await scene.kubectl("apply", "-f", "-", input=stale_member_lease(release))
         token = await service_account_token(scene.plane, release)
         kubeconfig = token_kubeconfig(scene.plane, token, tmp_path / "controller.kubeconfig")
         process = ControllerProcess(
@@ -314,6 +363,8 @@ async def test_the_chart_grants_no_verb_the_controller_never_uses(
         await process.wait_started(timeout=60)
         await exercise(scene, audit_log, username)
         await an_orphan_is_checked_live(scene, audit_log, username)
+        if SHARDED_REPLICAS:
+            await a_stale_member_lease_is_deleted(scene, release)
         assert "forbidden" not in process.log.lower(), process.log
     finally:
         if process is not None:
