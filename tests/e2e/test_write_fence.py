@@ -2,10 +2,11 @@
 the API server: the fence holds at the wire, for an update and for a create.
 
 A real `LeaderElector` holds a Lease on the local control plane's API server, on a
-monotonic clock the test moves; its `FencedClient` makes one write. An httpx request
-hook, which runs after the gate's first check in `FencedClient.send` and before a pooled
-connection is taken, stands for anything that holds the event loop there (a full GC, a
-long preflight): it moves the clock past the renew deadline. The write must be refused
+monotonic clock the test moves; its `FencedClient` makes one write, through a gate that
+asks the elector and, once the elector has let the write through in `FencedClient.send`,
+moves the clock past the renew deadline: it stands for anything that holds the event loop
+between that check and the socket (a full GC, a long preflight, a wait for a pooled
+connection). The write must be refused
 (the elector steps down: `LeadershipLost`), and a watch on the namespace, read up to a
 marker written afterwards, must show that nothing of it reached the API server. Each
 write is one the API server would accept had it arrived: the create has no precondition,
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx2
 import pytest
 from lightkube import AsyncClient, KubeConfig
 from lightkube.models.core_v1 import ServicePort, ServiceSpec
@@ -42,6 +42,28 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class HeldAfterTheGate:
+    """The elector as the write gate, with the event loop held up right after it lets a
+    write through: the clock moves past the renew deadline once, after the first write
+    the elector allows. The check made on the connection, before the bytes, must refuse
+    it."""
+
+    def __init__(self, elector: LeaderElector, clock: Clock) -> None:
+        self._elector = elector
+        self._clock = clock
+        self.held: list[str] = []
+
+    def check_write(self, request: str) -> float | None:
+        budget = self._elector.check_write(request)
+        if not self.held:
+            self.held.append(request)
+            self._clock.now += SETTINGS.renew_deadline  # the event loop held up that long
+        return budget
+
+    def check_read(self, request: str) -> None:
+        self._elector.check_read(request)
 
 
 def a_service(namespace: str, name: str) -> Service:
@@ -82,18 +104,10 @@ async def test_a_write_held_past_the_renew_deadline_after_the_gate_never_reaches
         settings=SETTINGS,
         clock=clock,
     )
+    gate = HeldAfterTheGate(elector, clock)
     fenced = FencedClient(
-        elector, KubeConfig.from_file(kubeconfig), field_manager="ome-routing", trust_env=False
+        gate, KubeConfig.from_file(kubeconfig), field_manager="ome-routing", trust_env=False
     )
-    held: list[str] = []
-
-    async def past_the_deadline(request: httpx2.Request) -> None:
-        if request.method != "GET":
-            held.append(f"{request.method} {request.url.path}")
-            clock.now += SETTINGS.renew_deadline  # the event loop held up that long
-
-    http: httpx2.AsyncClient = fenced._client._client  # lightkube's httpx client
-    http.event_hooks = {"request": [past_the_deadline], "response": []}
 
     async def lead() -> None:
         if write == "create":
@@ -109,7 +123,7 @@ async def test_a_write_held_past_the_renew_deadline_after_the_gate_never_reaches
             await elector.run(lead)
     finally:
         await fenced.close()
-    assert len(held) == 1, held  # the write was held, once, after the gate let it through
+    assert len(gate.held) == 1, gate.held  # the write was held, once, after the gate let it through
 
     await kube_client.create(a_service(namespace, "marker"))
     assert await watched_until(kube_client, namespace, since, "marker") == [("ADDED", "marker")]
