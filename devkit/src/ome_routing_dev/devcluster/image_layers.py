@@ -231,6 +231,19 @@ def fetch_wheels(repo: Path, root: Path, say: Progress) -> Path:
     return target
 
 
+def product_source(repo: Path, into: Path) -> Path:
+    """The product's sources of the checkout `repo` (pyproject.toml, README.md, src/, no
+    caches) copied under `into`: what its wheel holds, and nothing a build left there."""
+    source = into / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(repo / name, source / name)
+    shutil.copytree(
+        repo / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
+    return source
+
+
 def install_wheels(repo: Path, rootfs: Path, wheels: Path, compiled: Path, epoch: int) -> None:
     """pip from its own wheel, in the chroot, from local files only; the compiled poll path
     beside its source; then hash-based .pyc."""
@@ -239,12 +252,16 @@ def install_wheels(repo: Path, rootfs: Path, wheels: Path, compiled: Path, epoch
     env = {PATH_ENV.split("=")[0]: PATH_ENV.split("=")[1], "SOURCE_DATE_EPOCH": str(epoch)}
     env |= dict(variable.split("=", 1) for variable in PYTHON_ENV)
     pip = f"/tmp/wheels/pip-{PIP_VERSION}-py3-none-any.whl/pip"
-    run(
-        [*_PIP, "wheel", "--no-deps", "-w", str(inbox), "."],
-        "pip wheel (the project)",
-        cwd=repo,
-        env={**os.environ, "SOURCE_DATE_EPOCH": str(epoch)},
-    )
+    with tempfile.TemporaryDirectory(prefix="ome-routing-wheel-") as scratch:
+        # from a copy of what the wheel is built from (the image's source key): setuptools
+        # builds in the source's build/, which a checkout keeps, with modules long gone
+        source = product_source(repo, Path(scratch))
+        run(
+            [*_PIP, "wheel", "--no-deps", "-w", str(inbox), "."],
+            "pip wheel (the project)",
+            cwd=source,
+            env={**os.environ, "SOURCE_DATE_EPOCH": str(epoch)},
+        )
     # The lock without pip (it runs the install, the image has none), and the project's
     # wheel just built, with its hash: pip's hash-checking mode takes all or none.
     (own,) = inbox.glob(f"{NAME.replace('-', '_')}-{__version__}-*.whl")
