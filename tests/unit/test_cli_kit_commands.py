@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from ome_routing.cli import main as cli_main
 BIN = Path(sys.executable).parent
 
 
-def entry_points_of(*points: EntryPoint):  # type: ignore[no-untyped-def]
+def entry_points_of(*points: EntryPoint) -> Callable[..., list[EntryPoint]]:
     def entry_points(*, group: str) -> list[EntryPoint]:
         assert group == cli_main.SUBCOMMAND_GROUP
         return list(points)
@@ -99,3 +100,12 @@ def test_the_installed_cli_runs_the_kits_commands(name: str, usage: str) -> None
     )
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.startswith(usage)
+
+
+def test_the_demo_finds_the_checkout_the_kit_was_installed_from() -> None:
+    """Run from another directory, `ome-routing demo` reads the examples of the checkout
+    whose devkit/ is installed (editable)."""
+    from ome_routing_dev.cli import demo
+    from ome_routing_dev.demo import find_repo
+
+    assert find_repo([demo._PACKAGE_REPO]) == Path(__file__).resolve().parents[2]
