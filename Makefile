@@ -8,10 +8,12 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: test test-compiled test-node check unit setup tools image demo clean
 
-$(STAMP): pyproject.toml constraints.txt
+# the product (pyproject.toml) and its development kit (devkit/: the local control plane,
+# node, gateways, image build, demo, and the test and check tools), both editable
+$(STAMP): pyproject.toml devkit/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e . -e './devkit[test]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -39,8 +41,8 @@ demo: $(STAMP)
 ## check: lint, format, types, layer contracts and dead code (vulture: [tool.vulture] in
 ## pyproject.toml, what is alive without a visible caller in tools/vulture_allowlist.py)
 check: $(STAMP)
-	$(BIN)/ruff check src tests bench .ci
-	$(BIN)/ruff format --check src tests bench .ci
+	$(BIN)/ruff check src devkit tests bench .ci
+	$(BIN)/ruff format --check src devkit tests bench .ci
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/vulture

@@ -192,12 +192,12 @@ def plan() -> dict[str, list[Step]]:
     if ROOT:
         node_tools = [
             build_step("node-tools", ["nice", "-n", "19", *python_call(
-                "from ome_routing.devcluster.node_tools import ensure_node_tools; "
+                "from ome_routing_dev.devcluster.node_tools import ensure_node_tools; "
                 "ensure_node_tools(progress=print)")], needs=plane),
         ]  # fmt: skip
         image_build = [
             build_step("image-build", ["nice", "-n", "19", *python_call(
-                "from pathlib import Path; from ome_routing.devcluster.image import build_image; "
+                "from pathlib import Path; from ome_routing_dev.devcluster.image import build_image; "
                 f"build_image(Path({str(REPO)!r}), progress=print)")]),
         ]  # fmt: skip
     return {
@@ -221,7 +221,7 @@ def plan() -> dict[str, list[Step]]:
                     "-n",
                     "19",
                     *python_call(
-                        "from ome_routing.devcluster.gateway_tools import ensure_gateway_api_crds; "
+                        "from ome_routing_dev.devcluster.gateway_tools import ensure_gateway_api_crds; "
                         "ensure_gateway_api_crds(progress=print)"
                     ),
                 ],

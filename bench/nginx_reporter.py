@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ome_routing.devcluster import ToolsError
-from ome_routing.devcluster.debian import ensure_programs
+from ome_routing_dev.devcluster import ToolsError
+from ome_routing_dev.devcluster.debian import ensure_programs
 
 _CONF = """
 worker_processes 1;

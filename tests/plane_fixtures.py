@@ -33,7 +33,7 @@ from lightkube.resources.core_v1 import Namespace
 from tests import rbac_audit
 from tests.suite_hooks import Progress
 
-from ome_routing.devcluster import LocalControlPlane, Tools, ensure_tools
+from ome_routing_dev.devcluster import LocalControlPlane, Tools, ensure_tools
 
 
 def prepare_tools(progress: Progress | None = None) -> None:

@@ -57,7 +57,7 @@ latency_seconds
 waited_seconds
 # every binary the node runs, resolved (and built when missing) before the node starts;
 # containerd finds its shim, and kube-proxy iptables, on the PATH they share
-containerd_shim  # src/ome_routing/devcluster/node_tools.py
+containerd_shim  # devkit/src/ome_routing_dev/devcluster/node_tools.py
 iptables
 
 # --- interfaces the tests hold the product to -----------------------------------------------
@@ -86,6 +86,6 @@ _.abandon  # src/ome_routing/kube/sharding.py
 # --- the development kit's interface, used by tests/ (bench/ is checked with the package) ---
 
 # the names a gateway's sandbox resolved (tests/gateway)
-_.queries  # src/ome_routing/devcluster/gateway_names.py
+_.queries  # devkit/src/ome_routing_dev/devcluster/gateway_names.py
 # a file as the gateway's mount namespace sees it (tests/gateway)
-namespace_file  # src/ome_routing/devcluster/gateway_names.py
+namespace_file  # devkit/src/ome_routing_dev/devcluster/gateway_names.py

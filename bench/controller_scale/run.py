@@ -51,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nginx_reporter import free_port, nginx_reporter
 
 from ome_routing.core.report import format_rfc3339
-from ome_routing.devcluster import LocalControlPlane, ensure_tools
 from ome_routing.kube.resources import InferenceService, TrafficMap
+from ome_routing_dev.devcluster import LocalControlPlane, ensure_tools
 
 CLUSTERS = ("worker-a", "worker-b", "worker-c")
 NAMESPACES = 10

@@ -42,12 +42,12 @@ import yaml
 from aiohttp import web
 
 from ome_routing.core.report import format_rfc3339
-from ome_routing.demo.splits import acceptance, expected_split, split_is_plausible
-from ome_routing.devcluster import LocalControlPlane, ensure_tools
-from ome_routing.devcluster.gateway_base import SandboxedGateway
-from ome_routing.devcluster.gateway_contour import ContourGateway
-from ome_routing.devcluster.gateways import GATEWAY_NAMES, ensure_gateway_binaries, gateway_type
-from ome_routing.devcluster.processes import free_ports, identify, spawn, terminate
+from ome_routing_dev.demo.splits import acceptance, expected_split, split_is_plausible
+from ome_routing_dev.devcluster import LocalControlPlane, ensure_tools
+from ome_routing_dev.devcluster.gateway_base import SandboxedGateway
+from ome_routing_dev.devcluster.gateway_contour import ContourGateway
+from ome_routing_dev.devcluster.gateways import GATEWAY_NAMES, ensure_gateway_binaries, gateway_type
+from ome_routing_dev.devcluster.processes import free_ports, identify, spawn, terminate
 
 ISVC, NAMESPACE = "chat", "bench"
 CLUSTERS = ("worker-a", "worker-b")

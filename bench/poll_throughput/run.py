@@ -49,7 +49,6 @@ from nginx_reporter import ensure_bench_programs, nginx_reporter
 
 from ome_routing.core.durations import Duration
 from ome_routing.core.pollrules import CapacityPolicy
-from ome_routing.devcluster.compiled import build_compiled
 from ome_routing.observer import (
     Observer,
     Outcome,
@@ -61,6 +60,7 @@ from ome_routing.observer import (
     tune_gc,
 )
 from ome_routing.observer.tuning import MIDDLE_THRESHOLD, YOUNG_THRESHOLD
+from ome_routing_dev.devcluster.compiled import build_compiled
 
 
 def run_wrk(wrk: Path, url: str, connections: int, seconds: float) -> float:

@@ -37,9 +37,9 @@ import yaml
 from lightkube import AsyncClient, KubeConfig
 from lightkube.types import PatchType
 
-from ome_routing.devcluster import LocalControlPlane, ensure_tools
 from ome_routing.kube.published import HTTPRoute
 from ome_routing.kube.resources import InferenceService, TrafficMap
+from ome_routing_dev.devcluster import LocalControlPlane, ensure_tools
 
 NAMESPACE = "bench"
 

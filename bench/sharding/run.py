@@ -79,8 +79,8 @@ from nginx_reporter import free_port, nginx_reporter
 
 from ome_routing.core.durations import Duration, parse_duration
 from ome_routing.core.shards import assign, shard_of
-from ome_routing.devcluster import LocalControlPlane, ensure_tools
 from ome_routing.kube.resources import InferenceService
+from ome_routing_dev.devcluster import LocalControlPlane, ensure_tools
 
 CLUSTERS = ("worker-a", "worker-b", "worker-c", "worker-d")
 NAMESPACES = 10

@@ -14,9 +14,9 @@ from pathlib import Path
 from tests.plane_fixtures import prepare_tools
 from tests.suite_hooks import Progress, register
 
-from ome_routing.devcluster.debian import install_packages, missing_packages
-from ome_routing.devcluster.gateway_tools import ensure_gateway_api_crds
-from ome_routing.devcluster.gateways import GATEWAY_NAMES, ensure_gateway_binaries
+from ome_routing_dev.devcluster.debian import install_packages, missing_packages
+from ome_routing_dev.devcluster.gateway_tools import ensure_gateway_api_crds
+from ome_routing_dev.devcluster.gateways import GATEWAY_NAMES, ensure_gateway_binaries
 
 BENCH_TESTS = Path(__file__).parent
 #: Debian's packages of the benches that poll nginx on loopback: {program: package}.

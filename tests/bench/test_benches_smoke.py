@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ome_routing.devcluster.debian import missing_packages
+from ome_routing_dev.devcluster.debian import missing_packages
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -21,7 +21,7 @@ from tests.plane_fixtures import prepare_tools
 from tests.plane_fixtures import tools as tools
 from tests.suite_hooks import register
 
-from ome_routing.devcluster import LocalControlPlane, Tools
+from ome_routing_dev.devcluster import LocalControlPlane, Tools
 
 CHAOS_DIR = Path(__file__).parent
 _FIGURES: list[tuple[str, str, str]] = []

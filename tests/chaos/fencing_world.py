@@ -25,7 +25,7 @@ from fleet import Fleet
 from published import PublishedRecorder
 from relay import Relay, kubeconfig_through
 
-from ome_routing.devcluster.gateway_tools import install_gateway_api_crds
+from ome_routing_dev.devcluster.gateway_tools import install_gateway_api_crds
 
 #: the publisher's settings: routes on a made-up Gateway, one global host per service
 ENDPOINT = {

@@ -19,8 +19,8 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Namespace
 from lightkube.types import PatchType
 
-from ome_routing.devcluster import LocalControlPlane
 from ome_routing.kube.resources import InferenceService, TrafficMap
+from ome_routing_dev.devcluster import LocalControlPlane
 
 NAMESPACE = "chaos"
 ADMITTED = 2

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 from fleet import Fleet
 
-from ome_routing.devcluster import faults
+from ome_routing_dev.devcluster import faults
 
 pytestmark = pytest.mark.timeout(420)
 

@@ -21,8 +21,8 @@ from fleet import ADMITTED, NAMESPACE, Fleet
 from invariants import entries
 from lightkube.types import PatchType
 
-from ome_routing.devcluster import faults
 from ome_routing.kube.resources import InferenceService
+from ome_routing_dev.devcluster import faults
 
 pytestmark = pytest.mark.timeout(300)
 

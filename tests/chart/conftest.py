@@ -16,8 +16,8 @@ import pytest
 import yaml
 from chart_helpers import Render, template
 
-from ome_routing.devcluster import ensure_tools
-from ome_routing.devcluster.promtool import ensure_promtool
+from ome_routing_dev.devcluster import ensure_tools
+from ome_routing_dev.devcluster.promtool import ensure_promtool
 
 CHART_DIR = Path(__file__).parent
 

@@ -10,7 +10,7 @@ import yaml
 from chart_helpers import CHART, DEPLOYMENT, Render, find, template
 
 from ome_routing import __version__
-from ome_routing.devcluster.image import GID, NAME, UID
+from ome_routing_dev.devcluster.image import GID, NAME, UID
 
 
 def pod_spec(docs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -38,7 +38,8 @@ RUN_DEADLINE = 120.0
 METRIC_SUFFIXES = ("", "_total", "_bucket", "_sum", "_count")
 # a metric name, not a piece of a path or a dotted module name (`src/ome_routing/metrics.py`)
 _METRIC = re.compile(r"(?<![\w./-])ome_[a-z_]+(?![\w/-]|\.\w)")
-_PACKAGE = "ome_routing"
+# the product's and the development kit's package names
+_PACKAGES = frozenset({"ome_routing", "ome_routing_dev"})
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _MARKERS_HELP = "<!-- doc-test: KIND -->, KIND one of: " + ", ".join(MARKER_KINDS)
 
@@ -180,7 +181,7 @@ def metric_names(lines: Iterable[str]) -> list[tuple[int, str]]:
     for number, line in enumerate(lines, start=1):
         for match in _METRIC.finditer(line):
             name = match.group()
-            if name != _PACKAGE and not name.endswith("_"):  # a prefix is not a name
+            if name not in _PACKAGES and not name.endswith("_"):  # a prefix is not a name
                 found.append((number, name))
     return found
 

@@ -21,6 +21,7 @@ from doc_checks import (
     link_problems,
     marker_kind,
     marker_problems,
+    metric_names,
     metric_problems,
     read_doc,
     run_block,
@@ -200,6 +201,10 @@ class TestMetrics:
         assert metric_problems(fixture("bad_metrics.md"), exported) == [
             "bad_metrics.md:4: ome_routing_polls_made_total is not a metric the project exports"
         ]
+
+    def test_the_package_names_are_not_metric_names(self) -> None:
+        line = "`ome_routing` and `ome_routing_dev` import; ome_routing_capacity_polls_total counts"
+        assert metric_names([line]) == [(1, "ome_routing_capacity_polls_total")]
 
     def test_both_registries_are_read(self, exported: frozenset[str]) -> None:
         assert {

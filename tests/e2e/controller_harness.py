@@ -46,7 +46,7 @@ from lightkube.resources.coordination_v1 import Lease
 from prometheus_client.utils import floatToGoString
 
 from ome_routing.core.report import format_rfc3339
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 
 def apply(plane: LocalControlPlane, manifest: dict[str, Any]) -> tuple[int, str]:

@@ -29,7 +29,7 @@ from controller_harness import (
 from map_watch import settled
 
 from ome_routing.core.journal import REPORTING_CONTROLLER
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 JOURNAL_ON: dict[str, Any] = {
     "ome": {

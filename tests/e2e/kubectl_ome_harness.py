@@ -19,8 +19,8 @@ import yaml
 from lightkube import AsyncClient
 from lightkube.types import PatchType
 
-from ome_routing.devcluster import LocalControlPlane
 from ome_routing.kube.resources import InferenceService, TrafficMap
+from ome_routing_dev.devcluster import LocalControlPlane
 
 STAMP = "2026-09-28T10:00:00Z"
 

@@ -18,8 +18,8 @@ from typing import Any
 from controller_harness import PATIENCE, eventually, kubectl
 from lightkube import AsyncClient
 
-from ome_routing.devcluster import LocalControlPlane
 from ome_routing.kube.resources import TrafficMap
+from ome_routing_dev.devcluster import LocalControlPlane
 
 #: the conditions the routing controller writes with every reconcile of a routed map
 ROUTING_CONDITIONS = ("Routable", "OverrideActive", "CapacityFallback")

@@ -18,8 +18,8 @@ import pytest
 import yaml
 from controller_harness import ControllerProcess, eventually, get_map, kubectl
 
-from ome_routing.devcluster import LocalControlPlane
-from ome_routing.devcluster.gateway_tools import install_gateway_api_crds
+from ome_routing_dev.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster.gateway_tools import install_gateway_api_crds
 
 GUIDE_ROUTE = (
     "-o",

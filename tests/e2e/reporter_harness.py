@@ -19,7 +19,7 @@ import yaml
 from aiohttp import web
 from controller_harness import eventually, kubectl
 
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 #: keeps a deleted pod terminating until the test lets it go
 HOLD = "e2e.ome.io/hold"

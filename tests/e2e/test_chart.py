@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "ome-resources"

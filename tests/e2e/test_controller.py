@@ -39,7 +39,7 @@ from lightkube import AsyncClient
 from map_watch import MapHistory, settled
 
 from ome_routing.core.report import parse_rfc3339
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RECONCILES = "ome_routing_trafficmap_reconciles_total"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from crd_helpers import apply, assert_applied, get
 
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 TERM_RULE = "a cluster affinity term must contain a requirement"
 SINGLE_ONLY = "replacementTimeout requires ClusterAffinity Single placement"

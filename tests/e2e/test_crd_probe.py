@@ -12,7 +12,7 @@ import pytest
 from crd_helpers import apply, assert_applied, get
 from tests.probe_spec import guide_probe
 
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 PROBE: dict[str, Any] = guide_probe()
 ENABLED = (

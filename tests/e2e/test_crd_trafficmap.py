@@ -14,7 +14,7 @@ import pytest
 import yaml
 from crd_helpers import apply, assert_applied, get
 
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 DIGEST = "sha256:" + "0a" * 32
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from crd_helpers import apply, assert_applied, get
 
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 POLL = {
     "path": "/capacity",

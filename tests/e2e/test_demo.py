@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ome_routing.demo.spec import (
+from ome_routing_dev.demo.spec import (
     CONDITION_AVAILABLE,
     CONDITION_FALLBACK,
     ENTRIES,
@@ -20,7 +20,7 @@ from ome_routing.demo.spec import (
     SpecCommand,
     output_matches,
 )
-from ome_routing.devcluster import Tools
+from ome_routing_dev.devcluster import Tools
 
 REPO = Path(__file__).resolve().parents[2]
 OME_ROUTING = Path(sys.executable).parent / "ome-routing"

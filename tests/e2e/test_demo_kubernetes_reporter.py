@@ -6,7 +6,7 @@ import subprocess
 
 from test_demo import ANSI_ESCAPE, OME_ROUTING, REPO
 
-from ome_routing.devcluster import Tools
+from ome_routing_dev.devcluster import Tools
 
 
 def test_the_demo_matches_the_specification_with_counts_from_pods(tools: Tools) -> None:

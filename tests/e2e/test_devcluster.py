@@ -22,8 +22,8 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Namespace
 from lightkube.types import PatchType
 
-from ome_routing.devcluster import LocalControlPlane, Tools, cache_dir, ensure_tools
-from ome_routing.devcluster.tools import pinned_kubernetes_version
+from ome_routing_dev.devcluster import LocalControlPlane, Tools, cache_dir, ensure_tools
+from ome_routing_dev.devcluster.tools import pinned_kubernetes_version
 
 pytestmark = pytest.mark.e2e
 
@@ -140,7 +140,7 @@ class TestLifecycle:
         script = (
             "import json, time\n"
             "from pathlib import Path\n"
-            "from ome_routing.devcluster import LocalControlPlane\n"
+            "from ome_routing_dev.devcluster import LocalControlPlane\n"
             f"plane = LocalControlPlane(Path({str(tmp_path)!r})).start()\n"
             "print(json.dumps({'pids': plane.pids, 'ports': plane.ports}), flush=True)\n"
             "time.sleep(600)\n"

@@ -41,7 +41,7 @@ from kubectl_ome_harness import kubectl_ome, plugin_env
 from test_rbac import chart_rbac, service_account_token, token_kubeconfig
 
 from ome_routing.cli.controller import LEASE_NAME
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 __all__ = ["controllers", "plugin_env", "reporters"]  # fixtures
 

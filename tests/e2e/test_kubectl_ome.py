@@ -29,9 +29,9 @@ from lightkube import AsyncClient
 from lightkube.types import PatchType
 
 from ome_routing.core.drains import ANNOTATION
-from ome_routing.devcluster import LocalControlPlane
 from ome_routing.kube.resources import InferenceService, TrafficMap
 from ome_routing.kubectl import actions, drain_checks
+from ome_routing_dev.devcluster import LocalControlPlane
 
 pytestmark = pytest.mark.timeout(120)
 __all__ = ["plugin_env"]

@@ -11,8 +11,8 @@ from kubectl_ome_harness import create_isvc, create_trafficmap, plugin_env, run_
 from lightkube import AsyncClient
 from lightkube.types import PatchType
 
-from ome_routing.devcluster import LocalControlPlane
 from ome_routing.kube.resources import InferenceService, TrafficMap
+from ome_routing_dev.devcluster import LocalControlPlane
 
 pytestmark = pytest.mark.timeout(120)
 __all__ = ["plugin_env"]

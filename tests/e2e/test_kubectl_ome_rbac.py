@@ -29,9 +29,9 @@ from kubectl_ome_harness import (
 from lightkube import AsyncClient
 
 from ome_routing.core.drains import ANNOTATION
-from ome_routing.devcluster import LocalControlPlane
 from ome_routing.kube.resources import InferenceService
 from ome_routing.kubectl import drain_checks
+from ome_routing_dev.devcluster import LocalControlPlane
 
 pytestmark = pytest.mark.timeout(180)
 __all__ = ["plugin_env"]

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 OME_FIXTURE = Path(__file__).parent / "fixtures" / "ome-v1.3" / "ome-resources.yaml"

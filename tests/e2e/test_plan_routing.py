@@ -32,10 +32,10 @@ from lightkube import AsyncClient
 from map_watch import settled
 
 from ome_routing.core.config import config_from_values
-from ome_routing.devcluster import LocalControlPlane
 from ome_routing.kube.caches import SharedCaches
 from ome_routing.kube.controller import Controller, StaleSnapshot
 from ome_routing.metrics import RoutingMetrics
+from ome_routing_dev.devcluster import LocalControlPlane
 
 pytestmark = pytest.mark.timeout(240)
 

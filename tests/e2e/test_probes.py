@@ -33,9 +33,9 @@ from lightkube import AsyncClient
 from map_watch import MapHistory, resource_version, settled
 from tests.probe_spec import guide_probe
 
-from ome_routing.devcluster import LocalControlPlane
 from ome_routing.reporter.health import SwitchableHealth, add_health_route
 from ome_routing.reporter.server import StaticCount, make_app
+from ome_routing_dev.devcluster import LocalControlPlane
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -19,7 +19,7 @@ from test_rbac import SERVICE_ACCOUNT, chart_rbac, token_kubeconfig
 
 from ome_routing.cli.controller import LEASE_NAME
 from ome_routing.core.publication import backend_service_name
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 __all__ = ["gateway_api", "scene"]  # fixtures
 

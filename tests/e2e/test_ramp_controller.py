@@ -30,7 +30,7 @@ from controller_harness import (
 from lightkube import AsyncClient
 from map_watch import MapHistory, resource_version
 
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 pytestmark = pytest.mark.timeout(180)
 

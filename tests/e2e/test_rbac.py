@@ -50,8 +50,8 @@ from tests.rbac_audit import Grant, exercised, granted, unexercised
 
 from ome_routing.cli.controller import CONFIGMAP_KEY, LEASE_NAME
 from ome_routing.core.shards import member_lease_name
-from ome_routing.devcluster import LocalControlPlane
 from ome_routing.kube.sharding import COUNT_LABEL, STALE_MEMBER_LEASES
+from ome_routing_dev.devcluster import LocalControlPlane
 
 __all__ = ["gateway_api", "scene"]  # fixtures
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from controller_harness import ROUTING_ON, ControllerProcess, eventually, get_map, kubectl
 
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 pytestmark = pytest.mark.timeout(180)
 

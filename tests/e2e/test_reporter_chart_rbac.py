@@ -22,7 +22,7 @@ from controller_harness import isvc_manifest, kubectl
 from reporter_harness import ModelServer, ReporterProcess, add_pod, release_pods
 from test_rbac import token_kubeconfig
 
-from ome_routing.devcluster import LocalControlPlane, Tools
+from ome_routing_dev.devcluster import LocalControlPlane, Tools
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "ome-capacity-reporter"
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -37,7 +37,7 @@ from reporter_harness import (
 )
 
 from ome_routing.core.report import parse_rfc3339
-from ome_routing.devcluster import LocalControlPlane, Tools, faults
+from ome_routing_dev.devcluster import LocalControlPlane, Tools, faults
 
 SERVICE = "svc"
 

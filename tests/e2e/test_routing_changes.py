@@ -30,7 +30,7 @@ from kubectl_ome_harness import kubectl_ome, plugin_env
 
 from ome_routing.core.ramps import MAX_INCREASE_ANNOTATION, RAMP_ANNOTATION
 from ome_routing.core.shadow import ANNOTATION as SHADOW_ANNOTATION
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 __all__ = ["controllers", "plugin_env", "reporters"]  # fixtures
 

@@ -33,7 +33,7 @@ from publisher_harness import Scene, gateway_api, scene, values
 
 from ome_routing.core.report import format_rfc3339
 from ome_routing.core.shadow import ANNOTATION
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 __all__ = ["gateway_api", "scene"]  # fixtures
 

@@ -23,7 +23,7 @@ from tests.rbac_audit import exercised, granted
 
 from ome_routing.cli.controller import LEASE_NAME
 from ome_routing.core.shadow import ANNOTATION
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 pytestmark = pytest.mark.timeout(180)
 

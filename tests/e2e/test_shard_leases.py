@@ -35,7 +35,6 @@ from test_rbac import token_kubeconfig
 from tests.chaos.relay import Relay, kubeconfig_through
 
 from ome_routing.core.shards import assign, member_lease_name, shard_lease_name
-from ome_routing.devcluster import LocalControlPlane
 from ome_routing.kube.fencing import NotLeader
 from ome_routing.kube.leader import ElectionSettings
 from ome_routing.kube.sharding import (
@@ -49,6 +48,7 @@ from ome_routing.kube.sharding import (
     ShardSet,
 )
 from ome_routing.metrics import RoutingMetrics
+from ome_routing_dev.devcluster import LocalControlPlane
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -32,7 +32,7 @@ from lightkube import AsyncClient
 from lightkube.resources.coordination_v1 import Lease
 
 from ome_routing.core.shards import shard_of
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 pytestmark = pytest.mark.timeout(300)
 

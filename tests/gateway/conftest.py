@@ -31,13 +31,13 @@ from tests.plane_fixtures import prepare_tools
 from tests.plane_fixtures import tools as tools
 from tests.suite_hooks import Progress, register
 
-from ome_routing.devcluster import LocalControlPlane, Tools
-from ome_routing.devcluster.gateway import LocalGateway
-from ome_routing.devcluster.gateway_base import SandboxedGateway
-from ome_routing.devcluster.gateway_contour import ContourGateway
-from ome_routing.devcluster.gateway_tools import ensure_gateway_api_crds, ensure_traefik
-from ome_routing.devcluster.gateways import ensure_gateway_binaries
-from ome_routing.devcluster.processes import free_ports
+from ome_routing_dev.devcluster import LocalControlPlane, Tools
+from ome_routing_dev.devcluster.gateway import LocalGateway
+from ome_routing_dev.devcluster.gateway_base import SandboxedGateway
+from ome_routing_dev.devcluster.gateway_contour import ContourGateway
+from ome_routing_dev.devcluster.gateway_tools import ensure_gateway_api_crds, ensure_traefik
+from ome_routing_dev.devcluster.gateways import ensure_gateway_binaries
+from ome_routing_dev.devcluster.processes import free_ports
 
 GATEWAY_DIR = Path(__file__).parent
 

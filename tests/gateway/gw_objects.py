@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from controller_harness import PATIENCE
 from gw_clusters import tally
 
-from ome_routing.devcluster.gateway_base import SandboxedGateway
+from ome_routing_dev.devcluster.gateway_base import SandboxedGateway
 
 T = TypeVar("T")
 

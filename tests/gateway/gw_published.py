@@ -36,8 +36,8 @@ from gw_objects import eventually as until
 from gw_objects import split
 from gw_stats import split_is_plausible
 
-from ome_routing.devcluster.gateway_base import SandboxedGateway
-from ome_routing.devcluster.gateway_contour import ContourGateway
+from ome_routing_dev.devcluster.gateway_base import SandboxedGateway
+from ome_routing_dev.devcluster.gateway_contour import ContourGateway
 
 ISVC = "chat"
 HOST_TEMPLATE = "{{ .Name }}.{{ .Namespace }}.global.example.com"

@@ -21,8 +21,8 @@ from gw_objects import (
     send,
 )
 
-from ome_routing.devcluster.gateway_contour import ContourGateway
-from ome_routing.devcluster.gateway_names import namespace_file
+from ome_routing_dev.devcluster.gateway_contour import ContourGateway
+from ome_routing_dev.devcluster.gateway_names import namespace_file
 
 
 @pytest.fixture

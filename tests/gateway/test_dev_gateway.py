@@ -19,9 +19,9 @@ import pytest
 from gw_clusters import ClusterServer, Fleet, home_host
 from gw_objects import external_name_backend, fqdn_backend
 
-from ome_routing.devcluster import LocalControlPlane
-from ome_routing.devcluster.gateway_base import SandboxedGateway
-from ome_routing.devcluster.processes import ProcessId, free_ports
+from ome_routing_dev.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster.gateway_base import SandboxedGateway
+from ome_routing_dev.devcluster.processes import ProcessId, free_ports
 
 CLI = str(Path(sys.executable).parent / "ome-routing")
 SERVES = re.compile(r"serves the Gateway (\S+)/(\S+) at http://127\.0\.0\.1:(\d+)")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 STANDARD_CRDS = {
     "backendtlspolicies.gateway.networking.k8s.io",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ome_routing.devcluster.gateway_names import NameSandbox, NamesError
+from ome_routing_dev.devcluster.gateway_names import NameSandbox, NamesError
 
 
 @pytest.fixture

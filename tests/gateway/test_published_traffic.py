@@ -24,8 +24,8 @@ from gw_objects import send
 from gw_published import ISVC, Published, publish
 from tests.probe_spec import guide_probe
 
-from ome_routing.devcluster.gateway_base import SandboxedGateway
-from ome_routing.devcluster.gateway_names import namespace_file
+from ome_routing_dev.devcluster.gateway_base import SandboxedGateway
+from ome_routing_dev.devcluster.gateway_names import namespace_file
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -26,7 +26,7 @@ from gw_clusters import StartServers
 from gw_objects import eventually, route_condition, send
 from gw_published import ISVC, Published, publish
 
-from ome_routing.devcluster.gateway_base import SandboxedGateway
+from ome_routing_dev.devcluster.gateway_base import SandboxedGateway
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -33,8 +33,8 @@ from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 
 from ome_routing.core.report import parse_rfc3339
-from ome_routing.devcluster.gateway import LocalGateway
 from ome_routing.kube.resources import TrafficMap
+from ome_routing_dev.devcluster.gateway import LocalGateway
 
 pytestmark = pytest.mark.timeout(180)
 

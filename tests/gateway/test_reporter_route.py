@@ -23,7 +23,7 @@ from controller_harness import free_port, isvc_manifest, kubectl
 from gw_objects import apply, eventually, fqdn_backend
 from reporter_harness import ReporterProcess, add_pod, release_pods
 
-from ome_routing.devcluster.gateway import LocalGateway
+from ome_routing_dev.devcluster.gateway import LocalGateway
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "ome-capacity-reporter"
 RELEASE = "caps"

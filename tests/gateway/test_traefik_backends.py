@@ -21,8 +21,8 @@ from gw_objects import (
     split,
 )
 
-from ome_routing.devcluster.gateway import LocalGateway
-from ome_routing.devcluster.gateway_names import namespace_file
+from ome_routing_dev.devcluster.gateway import LocalGateway
+from ome_routing_dev.devcluster.gateway_names import namespace_file
 
 EXTERNAL_NAME_REFUSED = "type ExternalName is not supported for Kubernetes Service reference"
 

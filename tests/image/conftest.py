@@ -25,8 +25,8 @@ from tests.plane_fixtures import prepare_tools
 from tests.plane_fixtures import tools as tools
 from tests.suite_hooks import Progress, register
 
-from ome_routing.devcluster import Tools
-from ome_routing.devcluster.image import Image, build_image
+from ome_routing_dev.devcluster import Tools
+from ome_routing_dev.devcluster.image import Image, build_image
 
 IMAGE_DIR = Path(__file__).parent
 REPO = IMAGE_DIR.parents[1]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ome_routing import __version__
-from ome_routing.devcluster.image import GID, NAME, UID, Image, build_image
+from ome_routing_dev.devcluster.image import GID, NAME, UID, Image, build_image
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,8 +15,8 @@ from urllib.parse import unquote
 import pytest
 
 from ome_routing import __version__
-from ome_routing.devcluster.image import ImageError, relock
-from ome_routing.devcluster.image_layers import base_rootfs, fetch_wheels, wheels_key
+from ome_routing_dev.devcluster.image import ImageError, relock
+from ome_routing_dev.devcluster.image_layers import base_rootfs, fetch_wheels, wheels_key
 
 REPO = Path(__file__).resolve().parents[2]
 SBOM = "usr/share/ome-routing/sbom.cdx.json"

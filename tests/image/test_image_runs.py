@@ -26,9 +26,9 @@ from controller_harness import (
 
 from ome_routing import __version__
 from ome_routing.cli.validate import VALID_PREFIX
-from ome_routing.devcluster import LocalControlPlane
-from ome_routing.devcluster.compiled import module_names
-from ome_routing.devcluster.image import GID, UID
+from ome_routing_dev.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster.compiled import module_names
+from ome_routing_dev.devcluster.image import GID, UID
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "ome-resources"
 

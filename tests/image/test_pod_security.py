@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "ome-resources"
 

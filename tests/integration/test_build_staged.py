@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ome_routing.devcluster.tools import ToolsError, build_staged
+from ome_routing_dev.devcluster.tools import ToolsError, build_staged
 
 SCRIPT = """\
 set -e

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ome_routing.devcluster.compiled import HOT_MODULES, compiled_key, module_names
+from ome_routing_dev.devcluster.compiled import HOT_MODULES, compiled_key, module_names
 
 EXPECT_COMPILED = os.environ.get("OME_ROUTING_EXPECT_COMPILED") == "1"
 

@@ -27,12 +27,12 @@ from click.testing import CliRunner
 
 from ome_routing.cli.reporter import reporter
 from ome_routing.core.trustrules import TrustSettings, load_trust
-from ome_routing.devcluster.pki import Pki, make_pki
 from ome_routing.observer import failures
 from ome_routing.observer.budget import RequestBudget
 from ome_routing.observer.polling import PollClient, build_request, probe_request
 from ome_routing.observer.trust import Trust, prepare
 from ome_routing.reporter.tls import server_context
+from ome_routing_dev.devcluster.pki import Pki, make_pki
 
 from .conftest import LOCAL_NAME, LOOPBACK, LoopbackResolver, a_report, seconds
 

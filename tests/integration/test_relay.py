@@ -45,7 +45,7 @@ def test_the_relay_carries_each_connection_both_ways_and_stops_on_sigterm(echo: 
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     relay = subprocess.Popen(
-        [sys.executable, "-m", "ome_routing.devcluster.relay", str(listener.fileno()),
+        [sys.executable, "-m", "ome_routing_dev.devcluster.relay", str(listener.fileno()),
          "127.0.0.1", str(echo)],
         pass_fds=(listener.fileno(),),
     )  # fmt: skip
@@ -67,8 +67,8 @@ def test_the_relay_carries_each_connection_both_ways_and_stops_on_sigterm(echo: 
 
 def test_the_relay_refuses_a_malformed_command_line() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "ome_routing.devcluster.relay", "not-a-fd"],
+        [sys.executable, "-m", "ome_routing_dev.devcluster.relay", "not-a-fd"],
         capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
     assert result.returncode == 2
-    assert "usage: python -m ome_routing.devcluster.relay FD HOST PORT" in result.stderr
+    assert "usage: python -m ome_routing_dev.devcluster.relay FD HOST PORT" in result.stderr

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 from tests.suite_hooks import Progress, register
 
-from ome_routing.devcluster import LocalControlPlane, ensure_tools
-from ome_routing.devcluster.image import Image, build_image
-from ome_routing.devcluster.node import LocalNode
-from ome_routing.devcluster.node_tools import ensure_node_tools
+from ome_routing_dev.devcluster import LocalControlPlane, ensure_tools
+from ome_routing_dev.devcluster.image import Image, build_image
+from ome_routing_dev.devcluster.node import LocalNode
+from ome_routing_dev.devcluster.node_tools import ensure_node_tools
 
 NODE_DIR = Path(__file__).parent
 REPO = NODE_DIR.parents[1]

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ome_routing.devcluster.node_sandbox import HOST_SYSCTLS, cgroup_mounts
+from ome_routing_dev.devcluster.node_sandbox import HOST_SYSCTLS, cgroup_mounts
 
 _PROGRAMS = (
     "kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager", "kube-apiserver",

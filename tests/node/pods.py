@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 IMAGE = "ome-routing:0.1.0"
 #: The chart's restricted pod and container security contexts.

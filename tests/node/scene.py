@@ -22,9 +22,9 @@ from typing import Any
 import yaml
 from pods import get, wait_for
 
-from ome_routing.demo.nodescene import model_server, ready_command  # noqa: F401 (for the tests)
-from ome_routing.demo.scene import placement_status, workload_clusters_manifest
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.demo.nodescene import model_server, ready_command  # noqa: F401 (for the tests)
+from ome_routing_dev.demo.scene import placement_status, workload_clusters_manifest
+from ome_routing_dev.devcluster import LocalControlPlane
 
 REPO = Path(__file__).resolve().parents[2]
 CONTROLLER_CHART = REPO / "charts" / "ome-resources"

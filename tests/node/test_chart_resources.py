@@ -18,8 +18,8 @@ from pods import get, wait_for
 from scene import CONTROLLER_NAMESPACE, FAST_POLL, routing_values
 from test_charts import SELECTOR
 
-from ome_routing.demo.scene import placement_status, workload_clusters_manifest
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.demo.scene import placement_status, workload_clusters_manifest
+from ome_routing_dev.devcluster import LocalControlPlane
 
 NAMESPACE = "sized"
 #: The fast poll at a period of 5 s, so that 1,000 homes keep two cores busy but not full.

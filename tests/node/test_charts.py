@@ -30,8 +30,8 @@ from scene import (
     serve_ready,
 )
 
-from ome_routing.demo import spec
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.demo import spec
+from ome_routing_dev.devcluster import LocalControlPlane
 
 SELECTOR = f"app.kubernetes.io/name=ome-routing,app.kubernetes.io/instance={CONTROLLER_RELEASE}"
 LEASE = "ome-routing-controller"
@@ -274,7 +274,7 @@ def test_the_guides_step_3_commands_give_the_guides_outputs(
 
 
 def place_status_only(plane: LocalControlPlane, endpoints: dict[str, str]) -> None:
-    from ome_routing.demo.scene import placement_status, workload_clusters_manifest
+    from ome_routing_dev.demo.scene import placement_status, workload_clusters_manifest
 
     plane.kubectl("apply", "-f", "-", input=workload_clusters_manifest(list(endpoints)))
     plane.kubectl(

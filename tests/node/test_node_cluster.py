@@ -12,8 +12,8 @@ import pytest
 from host_state import HostState
 from pods import get, python_pod, ready_pods, wait_for
 
-from ome_routing.devcluster import LocalControlPlane
-from ome_routing.devcluster.node import LocalNode
+from ome_routing_dev.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster.node import LocalNode
 
 # The pod asks the API server who it is, through the `kubernetes` Service, as in-cluster
 # clients do: the Service's address from the environment, the token and CA the kubelet

@@ -35,7 +35,7 @@ from tests.plane_fixtures import prepare_tools  # noqa: E402
 from tests.plane_fixtures import tools as tools  # noqa: E402
 from tests.suite_hooks import register  # noqa: E402
 
-from ome_routing.devcluster import LocalControlPlane, Tools  # noqa: E402
+from ome_routing_dev.devcluster import LocalControlPlane, Tools  # noqa: E402
 
 _FIGURES: list[tuple[str, str, str]] = []
 

@@ -32,7 +32,7 @@ from ledger import Ledger
 from lightkube.resources.coordination_v1 import Lease
 from relay import Relay, kubeconfig_through
 
-from ome_routing.devcluster.gateway_tools import install_gateway_api_crds
+from ome_routing_dev.devcluster.gateway_tools import install_gateway_api_crds
 
 SHARDS = 16
 GROUP = LEASE

@@ -33,7 +33,7 @@ from lightkube.resources.events_v1 import Event
 
 from ome_routing.core.eventseries import writes_bound
 from ome_routing.core.journal import REPORTING_CONTROLLER
-from ome_routing.devcluster import LocalControlPlane
+from ome_routing_dev.devcluster import LocalControlPlane
 
 __all__ = ["controllers", "reporters"]  # fixtures
 

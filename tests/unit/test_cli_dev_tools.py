@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ome_routing.cli import dev
-from ome_routing.devcluster import Tools
+from ome_routing_dev.cli import dev
+from ome_routing_dev.devcluster import Tools
 
 
 @pytest.fixture

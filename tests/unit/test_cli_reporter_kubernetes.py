@@ -50,7 +50,7 @@ def test_without_credentials_it_says_it_cannot_reach_the_api_server(
 
 def test_the_demo_refuses_the_kubernetes_reporter_with_traffic() -> None:
     """The traffic step serves each home's model server beside fixed-count reporters."""
-    from ome_routing.cli.demo import demo
+    from ome_routing_dev.cli.demo import demo
 
     result = CliRunner().invoke(demo, ["--kubernetes-reporter", "--traffic"])
     assert result.exit_code == 2

@@ -36,9 +36,10 @@ def vulture(root: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
-    """What the check reads (the package, bench/, .ci/, the allowlist, pyproject.toml),
+    """What the check reads (the packages, bench/, .ci/, the allowlist, pyproject.toml),
     where the test may change it."""
-    shutil.copytree(ROOT / "src" / "ome_routing", tmp_path / "src" / "ome_routing")
+    for package in ("src/ome_routing", "devkit/src/ome_routing_dev"):
+        shutil.copytree(ROOT / package, tmp_path / package)
     for tree in ("bench", ".ci"):
         shutil.copytree(ROOT / tree, tmp_path / tree, ignore=shutil.ignore_patterns("logs"))
     (tmp_path / "tools").mkdir()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ome_routing.devcluster import ToolsError, debian
-from ome_routing.devcluster.debian import install_packages, missing_packages
+from ome_routing_dev.devcluster import ToolsError, debian
+from ome_routing_dev.devcluster.debian import install_packages, missing_packages
 
 
 def test_only_the_packages_of_missing_programs_are_named_once_each() -> None:

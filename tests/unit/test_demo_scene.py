@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from ome_routing.demo.scene import (
+from ome_routing_dev.demo.scene import (
     capacities,
     fallback_condition,
     home_states,

@@ -7,8 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from ome_routing.demo.splits import FALSE_FAILURE, acceptance, split_is_plausible
-from ome_routing.demo.traffic import with_endpoint
+from ome_routing_dev.demo.splits import FALSE_FAILURE, acceptance, split_is_plausible
+from ome_routing_dev.demo.traffic import with_endpoint
 
 
 def binomial_tail_mass(n: int, p: Fraction, lo: int, hi: int) -> Fraction:

@@ -6,7 +6,7 @@ from collections import Counter
 
 import yaml
 
-from ome_routing.demo.traffic import (
+from ome_routing_dev.demo.traffic import (
     GLOBAL_HOST,
     expected_split,
     format_split,

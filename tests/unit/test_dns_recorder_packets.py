@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from ome_routing.devcluster.gateway_names import DnsQuery, parse_query, refusal
+from ome_routing_dev.devcluster.gateway_names import DnsQuery, parse_query, refusal
 
 
 def a_query(name: str, qtype: int, ident: int = 0x1234, flags: int = 0x0100) -> bytes:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ome_routing.devcluster.gateway_contour import (
+from ome_routing_dev.devcluster.gateway_contour import (
     DISABLED_FEATURES,
     ContourGateway,
     _route_weights,

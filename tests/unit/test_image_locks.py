@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ome_routing.devcluster.image_locks import (
+from ome_routing_dev.devcluster.image_locks import (
     DebianPackage,
     LockError,
     missing_version,
@@ -17,7 +17,7 @@ from ome_routing.devcluster.image_locks import (
     read_python_lock,
     runtime_requirements,
 )
-from ome_routing.devcluster.image_sbom import bill_of_materials
+from ome_routing_dev.devcluster.image_sbom import bill_of_materials
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from ome_routing.devcluster.promtool import (
+from ome_routing_dev.devcluster.promtool import (
     PROMETHEUS_MODULE,
     prometheus_release,
     promtool_target,
 )
-from ome_routing.devcluster.tools import ensure_binary
+from ome_routing_dev.devcluster.tools import ensure_binary
 
 
 @pytest.mark.parametrize(

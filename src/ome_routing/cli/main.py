@@ -3,11 +3,17 @@
 Subcommands live in their own modules and load lazily, so that `ome-routing
 validate-config` does not import the Kubernetes client and a broken optional
 module cannot take the other commands down with it.
+
+Other installed distributions add subcommands through the entry-point group
+`ome_routing.subcommands` (name = "module:attribute" of a click.Command): the development
+kit (devkit/, `ome-routing-dev`) adds `dev` and `demo`. Without it those two are a usage
+error that says where they come from.
 """
 
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import entry_points
 from typing import Any
 
 import click
@@ -19,11 +25,24 @@ SUBCOMMANDS: dict[str, str] = {
     "validate-config": "ome_routing.cli.validate:validate_config",
     "simulate": "ome_routing.cli.simulate:simulate",
     "check-reporter": "ome_routing.cli.check_reporter:check_reporter",
-    "dev": "ome_routing.cli.dev:dev",
     "reporter": "ome_routing.cli.reporter:reporter",
     "controller": "ome_routing.cli.controller:controller",
-    "demo": "ome_routing.cli.demo:demo",
 }
+
+#: The entry-point group through which installed distributions add subcommands.
+SUBCOMMAND_GROUP = "ome_routing.subcommands"
+#: The subcommands of the development kit, named when it is not installed.
+KIT_COMMANDS = ("dev", "demo")
+KIT_MISSING = (
+    "`ome-routing {name}` is part of ome-routing's development kit (ome-routing-dev), which "
+    "is not installed; from a clone of the repository: pip install -c constraints.txt -e . "
+    "-e ./devkit (or make setup)"
+)
+
+
+def installed_subcommands() -> dict[str, str]:
+    """name -> "module:attribute" of the subcommands installed distributions register."""
+    return {point.name: point.value for point in entry_points(group=SUBCOMMAND_GROUP)}
 
 
 class LazyGroup(click.Group):
@@ -33,17 +52,32 @@ class LazyGroup(click.Group):
         super().__init__(*args, **kwargs)
         self._lazy = lazy
 
+    def _all_lazy(self) -> dict[str, str]:
+        # the package's own first: an installed distribution adds names, never replaces one
+        return installed_subcommands() | self._lazy
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *self._lazy})
+        return sorted({*super().list_commands(ctx), *self._all_lazy()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in self._lazy:
-            module_name, attr = self._lazy[cmd_name].split(":")
+        # the package's own commands read no distribution metadata
+        lazy = self._lazy if cmd_name in self._lazy else self._all_lazy()
+        if cmd_name in lazy:
+            module_name, attr = lazy[cmd_name].split(":")
             command = getattr(importlib.import_module(module_name), attr)
             if not isinstance(command, click.Command):
-                raise TypeError(f"{self._lazy[cmd_name]} is not a click command")
+                raise TypeError(f"{lazy[cmd_name]} is not a click command")
             return command
         return super().get_command(ctx, cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else None
+        missing = name not in self.commands and name not in self._all_lazy()
+        if name in KIT_COMMANDS and missing and not ctx.resilient_parsing:
+            raise click.UsageError(KIT_MISSING.format(name=name), ctx)
+        return super().resolve_command(ctx, args)
 
 
 @click.group(

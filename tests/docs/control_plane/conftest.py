@@ -19,7 +19,7 @@ import pytest
 from doc_checks import block_environment, blocks_marked
 from tests.suite_hooks import Progress, register
 
-from ome_routing.devcluster import LocalControlPlane, ensure_tools
+from ome_routing_dev.devcluster import LocalControlPlane, ensure_tools
 
 CONTROL_PLANE_DIR = Path(__file__).parent
 
