@@ -59,6 +59,11 @@ SETTINGS = ElectionSettings(lease_duration=4.0, renew_deadline=3.0, retry_period
 SHARDS = 12
 GROUP = "ome-routing-controller"
 PATIENCE = 30.0
+#: the replica that joins three, and the one of three that leaves: a placement that is a
+#: function of the members alone (the bounded loads used before) moved others' shards
+#: with them (the joiner: 2 shards between the three; the leaver: 1 between the others)
+JOINING = "replica-x"
+LEAVING = "replica-b"
 
 
 @dataclass
@@ -260,10 +265,10 @@ async def test_three_replicas_cover_every_shard_once_and_a_fourth_takes_its_shar
         told = {identity: len(r.lost) for identity, r in fleet.items()}
         handed_before = handed_over(fleet)
         seen = {s: len(history.by_shard.get(s, [])) for s in range(SHARDS)}
-        d = join(fleet, kube_client, namespace, "replica-d")
+        d = join(fleet, kube_client, namespace, JOINING)
         after = await settled(kube_client, namespace, fleet)
         moved = {s for s in range(SHARDS) if before[s] != after[s]}
-        taken = {s for s, m in after.items() if m == "replica-d"}
+        taken = {s for s, m in after.items() if m == JOINING}
         # its share, and only the shards it took moved
         assert taken == moved and len(taken) == SHARDS // 4, (before, after)
         assert kept_their_holders(history, before, seen, set(range(SHARDS)) - moved)
@@ -301,17 +306,17 @@ async def test_a_replica_stopped_releases_its_shards_and_the_others_take_them_at
     ):
         before = await settled(kube_client, namespace, fleet)
         seen = {s: len(history.by_shard.get(s, [])) for s in range(SHARDS)}
-        leaving = fleet.pop("replica-c")
+        leaving = fleet.pop(LEAVING)
         told = len(leaving.lost)
         assert leaving.task is not None
         leaving.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await leaving.task
         # on its way out it told its subscriber with the gates open, then released all
-        mine = {s for s, m in before.items() if m == "replica-c"}
+        mine = {s for s, m in before.items() if m == LEAVING}
         assert sorted(leaving.lost[told:]) == sorted((s, True) for s in mine)
         member = await kube_client.get(
-            Lease, member_lease_name(GROUP, "replica-c"), namespace=namespace
+            Lease, member_lease_name(GROUP, LEAVING), namespace=namespace
         )
         assert member.spec is not None and member.spec.holderIdentity is None
 
@@ -319,7 +324,7 @@ async def test_a_replica_stopped_releases_its_shards_and_the_others_take_them_at
         assert {s for s in range(SHARDS) if before[s] != after[s]} == mine, (before, after)
         for shard in mine:
             # released (no holder) before another took it: not taken by expiry
-            assert history.holders(shard)[-3:-1] == ["replica-c", None]
+            assert history.holders(shard)[-3:-1] == [LEAVING, None]
         assert all(not history.direct_takeovers(s) for s in range(SHARDS))
         assert transitions(leaving, "released") == len(mine)
         assert kept_their_holders(history, before, seen, set(range(SHARDS)) - mine)
@@ -335,25 +340,25 @@ async def test_the_shards_of_a_replica_that_stops_without_releasing_are_taken_af
     ):
         before = await settled(kube_client, namespace, fleet)
         seen = {s: len(history.by_shard.get(s, [])) for s in range(SHARDS)}
-        gone = fleet.pop("replica-c")
+        gone = fleet.pop(LEAVING)
         gone.shard_set.abandon()
-        mine = {s for s, m in before.items() if m == "replica-c"}
+        mine = {s for s, m in before.items() if m == LEAVING}
         after = await settled(kube_client, namespace, fleet)
         assert {s for s in range(SHARDS) if before[s] != after[s]} == mine, (before, after)
         for shard in mine:
             takeovers = history.direct_takeovers(shard)
             assert len(takeovers) == 1, takeovers  # never released: taken over by expiry
             last, taken = takeovers[0]
-            assert last.holder == "replica-c"
+            assert last.holder == LEAVING
             assert last.renewed is not None and taken.acquired is not None
             # not before a lease duration after the last renewal it saw (one clock:
             # the replicas all stamp with this process's wall clock)
             waited = (taken.acquired - last.renewed).total_seconds()
             assert waited >= SETTINGS.lease_duration, (shard, waited)
         member = await kube_client.get(
-            Lease, member_lease_name(GROUP, "replica-c"), namespace=namespace
+            Lease, member_lease_name(GROUP, LEAVING), namespace=namespace
         )
-        assert member.spec is not None and member.spec.holderIdentity == "replica-c"
+        assert member.spec is not None and member.spec.holderIdentity == LEAVING
         for shard in set(range(SHARDS)) - mine:
             assert not history.direct_takeovers(shard)
         assert kept_their_holders(history, before, seen, set(range(SHARDS)) - mine)
