@@ -125,17 +125,20 @@ class ShardWatch:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.changed.wait(), timeout)
 
+    def at_rest(self, members: Sequence[str]) -> bool:
+        """Whether every shard is held by one of `members` and `assign`, given these
+        holders, moves none (no hand-over to come)."""
+        holders = dict(self.holders)
+        return holders == dict(assign(self.shards, members, holders))
+
     async def settle(self, members: Sequence[str], limit: float, quiet: float) -> bool:
-        """Wait until every shard is held by the replica `assign` prefers among `members`
-        (True); past `limit` seconds, until every shard is held by one of `members` and no
-        holder has changed for `quiet` seconds (False)."""
-        wanted: dict[int, str | None] = dict(assign(self.shards, members))
+        """Wait until the shards are at rest over `members` (True); past `limit` seconds,
+        until every shard is held by one of `members` and no holder has changed for
+        `quiet` seconds (False)."""
         started = time.monotonic()
-        while self.holders != wanted:
+        while not self.at_rest(members):
             if time.monotonic() - started > limit:
-                log(
-                    f"the shards are not where assign places them after {limit:.0f}s: {self.holders}"
-                )
+                log(f"the shards are not at rest after {limit:.0f}s: {self.holders}")
                 break
             await self.next_change(1.0)
         else:

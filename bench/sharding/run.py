@@ -10,7 +10,8 @@ samples 1, quorum 1, period 1s). In one run:
 2. **Sharded**, `--sharding --shards N`, with 1, 2 and 3 replicas, each set started afresh
    over the same services.
 
-For each set, once every shard is held as `core.shards.assign` places it, every home is
+For each set, once the shards are at rest (every one held, and `core.shards.assign` moves
+none from its holder), every home is
 polled by exactly one replica, every home has a ceiling and no TrafficMap has changed for
 `--quiet-seconds`, a steady window of `--steady-seconds`: each replica's CPU seconds
 (`/proc/PID/stat`) and resident memory at its end, as a ratio to the single leader's over
@@ -19,7 +20,8 @@ polled by exactly one replica, every home has a ceiling and no TrafficMap has ch
 
 Then, with 3 replicas: scale 3 -> 4 (a replica started), 4 -> 3 and 3 -> 2 (SIGTERM: the
 shards are released), 2 -> 3, each with the shards and keys (services) that changed hands
-as a fraction, against what `assign` predicts, the seconds until the shards settle and the
+as a fraction, against what `assign` predicts from the holders before (the leaver's
+shards, or the joiner's share), the seconds until the shards settle and the
 longest any shard was without a live holder (bound: lease duration + 2 retry periods).
 Last, at rest again, SIGKILL one of 3: seconds until every one of its shards is held by
 another replica, and until every one of its services' TrafficMaps has a fresh ceiling
@@ -373,12 +375,12 @@ async def transition(
     label: str,
     change: Callable[[], Awaitable[None]],
     members_after: Sequence[str],
-    members_before: Sequence[str],
     watch: ShardWatch,
     load: Load,
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    """Shards and keys that change hands when `change` runs, against `assign`'s."""
+    """Shards and keys that change hands when `change` runs, against what `assign`
+    predicts from the holders before."""
     before = dict(watch.holders)
     watch.reset()
     started = time.monotonic()
@@ -389,9 +391,7 @@ async def transition(
     settled = time.monotonic() - started
     after = dict(watch.holders)
     shards = moved(before, after)
-    predicted = moved(
-        dict(assign(load.shards, members_before)), dict(assign(load.shards, members_after))
-    )
+    predicted = moved(before, dict(assign(load.shards, members_after, before)))
     keys = load.keys_in(shards)
     figure = {
         "transition": label,
@@ -465,7 +465,7 @@ async def failover(
         during.append((key, await trials.trial(key[1])))
     held = await held_task
     await fresh_task
-    # with bounded loads, the survivors' new shares may also move shards between them
+    # the survivors keep their shards (sticky assignment): this counts any that moved
     members = [r.identity for r in survivors]
     await watch.settle(members, args.timing.unowned_bound + 10, 3 * args.timing.retry)
     ceilings.stop()
@@ -649,7 +649,7 @@ async def main_async(
             else:
                 after = [m for m in members if m != identity]
                 change = functools.partial(remove, identity)
-            transitions.append(await transition(label, change, after, members, watch, load, args))
+            transitions.append(await transition(label, change, after, watch, load, args))
         figures["transitions"] = transitions
 
         # 4. SIGKILL one of 3, at rest (the trials before it are the reference)

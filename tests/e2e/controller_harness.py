@@ -12,9 +12,9 @@ leader election, as always. What a test reads from "the controller" means then:
   the replicas, as a Prometheus query summing over the pods would give;
 - `owner(namespace, name)`: the replica whose shard holds that service, with its own `log`
   and `metric`, for what only the key's writer says;
-- `wait_started()`: every replica started, and every shard held by the replica that
-  `core.shards.assign` prefers among them (the hand-over after a start is over, so a test
-  sees one writer per key from then on);
+- `wait_started()`: every replica started, and every shard held by one of them, at rest
+  (`core.shards.assign` moves none from its holder: the hand-over after a start is over,
+  so a test sees one writer per key from then on);
 - `wait_exit()`: every replica's exit code, which must be the same.
 
 Tests that cannot run sharded by their nature are marked `unsharded_only(reason)`.
@@ -484,7 +484,7 @@ class ControllerProcess:
     async def wait_started(self, timeout: float = PATIENCE) -> None:
         await asyncio.gather(*(replica.wait_started(timeout) for replica in self.replicas))
         if self.sharded:
-            await eventually(self.assigned, timeout, "every shard held by its preferred replica")
+            await eventually(self.assigned, timeout, "every shard held by a replica, at rest")
 
     async def wait_exit(self, timeout: float = PATIENCE) -> int:
         codes = await asyncio.gather(*(replica.wait_exit(timeout) for replica in self.replicas))
@@ -541,13 +541,13 @@ class ControllerProcess:
         return members, shards
 
     async def assigned(self) -> bool:
-        """Whether every replica is a member and each shard is held by the replica that
-        `assign` prefers for it among them."""
+        """Whether every replica is a member and each shard is held by one of them, where
+        `assign` leaves it given the holders (at rest: no hand-over to come)."""
         from ome_routing.core.shards import assign
 
         identities = [replica.identity for replica in self.replicas]
         members, shards = await self.holders()
-        return set(identities) <= members and shards == assign(SHARDS, identities)
+        return set(identities) <= members and shards == assign(SHARDS, identities, shards)
 
     async def owner(self, namespace: str, name: str) -> Replica:
         """The replica whose shard holds the service `namespace/name` (the only one)."""

@@ -7,7 +7,10 @@ plane's API server, with short timings (lease 4 s, renew deadline 3 s, retry 0.5
 12 shards. A watch on the group's Leases records every change of every shard Lease, so
 the tests can check the holder sequence of each shard: a shard never goes from one
 holder to another except through no holder (a release), or, after a replica stopped
-without releasing, no sooner than a lease duration after its last renewal.
+without releasing, no sooner than a lease duration after its last renewal; and that the
+assignment is sticky: a replica that joins takes its share and no other shard moves, and
+one that stops (released or not) moves only its own, the others' Leases naming the same
+holder throughout.
 """
 
 from __future__ import annotations
@@ -56,6 +59,11 @@ SETTINGS = ElectionSettings(lease_duration=4.0, renew_deadline=3.0, retry_period
 SHARDS = 12
 GROUP = "ome-routing-controller"
 PATIENCE = 30.0
+#: the replica that joins three, and the one of three that leaves: a placement that is a
+#: function of the members alone (the bounded loads used before) moved others' shards
+#: with them (the joiner: 2 shards between the three; the leaver: 1 between the others)
+JOINING = "replica-x"
+LEAVING = "replica-b"
 
 
 @dataclass
@@ -151,19 +159,21 @@ async def holders(client: AsyncClient, namespace: str) -> dict[int, str | None]:
 async def settled(
     client: AsyncClient, namespace: str, fleet: dict[str, Replica], shards: int = SHARDS
 ) -> dict[int, str]:
-    """Wait until the Leases show `assign`'s choice over the fleet's members, and each
-    replica's open gates are exactly the shards the Leases give it."""
-    want = assign(shards, fleet)
+    """Wait until the Leases are at rest over the fleet's members (every shard held by
+    one, and `assign` from these holders moves none), and each replica's open gates are
+    exactly the shards the Leases give it; returns the holders."""
 
     async def probe() -> dict[int, str] | None:
-        if await holders(client, namespace) != want:
+        found = await holders(client, namespace)
+        want = assign(shards, fleet, found)
+        if {s: found.get(s) for s in range(shards)} != want:
             return None
         for replica in fleet.values():
             if replica.writable() != {s for s, m in want.items() if m == replica.identity}:
                 return None
         return want
 
-    return await eventually(probe, PATIENCE, f"the shards assigned as {want}")
+    return await eventually(probe, PATIENCE, f"the shards at rest over {sorted(fleet)}")
 
 
 @dataclass
@@ -254,11 +264,14 @@ async def test_three_replicas_cover_every_shard_once_and_a_fourth_takes_its_shar
 
         told = {identity: len(r.lost) for identity, r in fleet.items()}
         handed_before = handed_over(fleet)
-        d = join(fleet, kube_client, namespace, "replica-d")
+        seen = {s: len(history.by_shard.get(s, [])) for s in range(SHARDS)}
+        d = join(fleet, kube_client, namespace, JOINING)
         after = await settled(kube_client, namespace, fleet)
         moved = {s for s in range(SHARDS) if before[s] != after[s]}
-        taken = {s for s, m in after.items() if m == "replica-d"}
-        assert taken and taken <= moved
+        taken = {s for s, m in after.items() if m == JOINING}
+        # its share, and only the shards it took moved
+        assert taken == moved and len(taken) == SHARDS // 4, (before, after)
+        assert kept_their_holders(history, before, seen, set(range(SHARDS)) - moved)
 
         # every shard that moved went holder -> no holder -> new holder, and the old
         # holder was told with its gate still open (the work in flight finishes)
@@ -292,26 +305,29 @@ async def test_a_replica_stopped_releases_its_shards_and_the_others_take_them_at
         replicas(kube_client, namespace, "replica-a", "replica-b", "replica-c") as fleet,
     ):
         before = await settled(kube_client, namespace, fleet)
-        leaving = fleet.pop("replica-c")
+        seen = {s: len(history.by_shard.get(s, [])) for s in range(SHARDS)}
+        leaving = fleet.pop(LEAVING)
         told = len(leaving.lost)
         assert leaving.task is not None
         leaving.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await leaving.task
         # on its way out it told its subscriber with the gates open, then released all
-        mine = {s for s, m in before.items() if m == "replica-c"}
+        mine = {s for s, m in before.items() if m == LEAVING}
         assert sorted(leaving.lost[told:]) == sorted((s, True) for s in mine)
         member = await kube_client.get(
-            Lease, member_lease_name(GROUP, "replica-c"), namespace=namespace
+            Lease, member_lease_name(GROUP, LEAVING), namespace=namespace
         )
         assert member.spec is not None and member.spec.holderIdentity is None
 
-        await settled(kube_client, namespace, fleet)
+        after = await settled(kube_client, namespace, fleet)
+        assert {s for s in range(SHARDS) if before[s] != after[s]} == mine, (before, after)
         for shard in mine:
             # released (no holder) before another took it: not taken by expiry
-            assert history.holders(shard)[-3:-1] == ["replica-c", None]
+            assert history.holders(shard)[-3:-1] == [LEAVING, None]
         assert all(not history.direct_takeovers(s) for s in range(SHARDS))
         assert transitions(leaving, "released") == len(mine)
+        assert kept_their_holders(history, before, seen, set(range(SHARDS)) - mine)
 
 
 async def test_the_shards_of_a_replica_that_stops_without_releasing_are_taken_after_the_lease_duration(
@@ -323,26 +339,42 @@ async def test_the_shards_of_a_replica_that_stops_without_releasing_are_taken_af
         replicas(kube_client, namespace, "replica-a", "replica-b", "replica-c") as fleet,
     ):
         before = await settled(kube_client, namespace, fleet)
-        gone = fleet.pop("replica-c")
+        seen = {s: len(history.by_shard.get(s, [])) for s in range(SHARDS)}
+        gone = fleet.pop(LEAVING)
         gone.shard_set.abandon()
-        mine = {s for s, m in before.items() if m == "replica-c"}
-        await settled(kube_client, namespace, fleet)
+        mine = {s for s, m in before.items() if m == LEAVING}
+        after = await settled(kube_client, namespace, fleet)
+        assert {s for s in range(SHARDS) if before[s] != after[s]} == mine, (before, after)
         for shard in mine:
             takeovers = history.direct_takeovers(shard)
             assert len(takeovers) == 1, takeovers  # never released: taken over by expiry
             last, taken = takeovers[0]
-            assert last.holder == "replica-c"
+            assert last.holder == LEAVING
             assert last.renewed is not None and taken.acquired is not None
             # not before a lease duration after the last renewal it saw (one clock:
             # the replicas all stamp with this process's wall clock)
             waited = (taken.acquired - last.renewed).total_seconds()
             assert waited >= SETTINGS.lease_duration, (shard, waited)
         member = await kube_client.get(
-            Lease, member_lease_name(GROUP, "replica-c"), namespace=namespace
+            Lease, member_lease_name(GROUP, LEAVING), namespace=namespace
         )
-        assert member.spec is not None and member.spec.holderIdentity == "replica-c"
+        assert member.spec is not None and member.spec.holderIdentity == LEAVING
         for shard in set(range(SHARDS)) - mine:
             assert not history.direct_takeovers(shard)
+        assert kept_their_holders(history, before, seen, set(range(SHARDS)) - mine)
+
+
+def kept_their_holders(
+    history: LeaseHistory, before: dict[int, str], seen: dict[int, int], shards: set[int]
+) -> bool:
+    """Whether every change of these shards' Leases since `seen` (a count of changes per
+    shard) names the holder of `before`: renewed, never released nor taken."""
+    changed = {
+        shard: {c.holder for c in history.by_shard.get(shard, [])[seen[shard] :]} - {before[shard]}
+        for shard in shards
+    }
+    assert not any(changed.values()), changed
+    return True
 
 
 def leases_role(namespace: str, account: str, updatable: list[str]) -> str:

@@ -1,7 +1,7 @@
 """Two sharded replicas on the local control plane: each routes the services of its shards.
 
 Two `ome-routing controller --sharding --shards 8` processes share one group of Leases in
-the test's namespace. Once each holds its half of the shards (bounded loads: 4 and 4),
+the test's namespace. Once each holds its half of the shards (a balanced placement: 4 and 4),
 six routed services are created: every TrafficMap is written, each by the replica that
 holds its service's shard (read from the shard Leases, and from the replicas' own
 `trafficmap generated` lines). Then one replica is stopped (SIGTERM): the other takes its

@@ -8,8 +8,7 @@ names and labels. A test compares what the replicas do with what these say.
 from __future__ import annotations
 
 import hashlib
-import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 GROUP_LABEL = "routing.ome-routing.io/shard-group"
 ROLE_LABEL = "routing.ome-routing.io/shard-role"
@@ -24,21 +23,51 @@ def shard_of(namespace: str, name: str, shards: int) -> int:
     return _score(f"{namespace}/{name}") % shards
 
 
-def assign(shards: int, members: Iterable[str]) -> dict[int, str]:
-    """Rendezvous hashing with bounded loads: shards in order, each to the highest-scoring
-    member that has room (at most ceil(shards / members) each)."""
+def assign(
+    shards: int, members: Iterable[str], holders: Mapping[int, str | None] | None = None
+) -> dict[int, str]:
+    """The sticky balanced assignment, from the shards' live holders (none: a cold start).
+
+    Shares: S // N each, and one more for S % N members: those that hold more than
+    S // N now come first, then the rest, each group in the order of the first 8 bytes of
+    sha256 of the member's name, descending (then the name). A member keeps its share of
+    what it holds, the shards whose score (`shard/member`) is highest; every other shard,
+    in shard order, goes to the highest-scoring member with part of its share left."""
     live = sorted(set(members))
     if not live:
         return {}
-    room = math.ceil(shards / len(live))
-    load = dict.fromkeys(live, 0)
+    base, extra = divmod(shards, len(live))
+    current = holders or {}
+    mine = {m: [s for s in range(shards) if current.get(s) == m] for m in live}
+    heavy = [m for m in live if len(mine[m]) > base]
+    light = [m for m in live if len(mine[m]) <= base]
+    larger = set((_by_hash(heavy) + _by_hash(light))[:extra])
+    share = {m: base + (m in larger) for m in live}
     owners: dict[int, str] = {}
+    for m in live:
+        best = sorted(mine[m], key=lambda s: (_score(f"{s}/{m}"), -s), reverse=True)
+        owners.update(dict.fromkeys(best[: share[m]], m))
+    left = {m: share[m] - sum(1 for o in owners.values() if o == m) for m in live}
     for shard in range(shards):
-        ranked = sorted(live, key=lambda m: _score(f"{shard}/{m}"), reverse=True)
-        owner = next(m for m in ranked if load[m] < room)
+        if shard in owners:
+            continue
+        ranked = sorted(live, key=lambda m: (-_score(f"{shard}/{m}"), m))
+        owner = next(m for m in ranked if left[m] > 0)
         owners[shard] = owner
-        load[owner] += 1
-    return owners
+        left[owner] -= 1
+    return dict(sorted(owners.items()))
+
+
+def _by_hash(members: list[str]) -> list[str]:
+    return sorted(members, key=lambda m: (-_score(m), m))
+
+
+def at_rest(shards: int, members: Iterable[str], holders: Mapping[int, str | None]) -> bool:
+    """Whether the holders are where the members leave them: every shard held by a
+    member, and the assignment from these holders moves none."""
+    live = set(members)
+    held = {s: holders.get(s) for s in range(shards)}
+    return all(h in live for h in held.values()) and assign(shards, live, held) == held
 
 
 def shard_lease_name(group: str, shard: int) -> str:

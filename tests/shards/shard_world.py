@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from audit import AuditTail
-from contract import GROUP_LABEL, ROLE_LABEL, SHARD_LABEL, assign, shard_of
+from contract import GROUP_LABEL, ROLE_LABEL, SHARD_LABEL, at_rest, shard_of
 from controller_harness import ControllerProcess, eventually
 from fencing_world import ENDPOINT
 from fleet import CONTROLLER_NAMESPACE, LEASE, NAMESPACE, Fleet
@@ -192,19 +192,18 @@ class ShardWorld:
     async def until_assigned(
         self, members: Iterable[str], timeout: float = 90.0, what: str = ""
     ) -> float:
-        """Wait until every shard is held as `assign` gives them to `members`; returns
-        when that was first seen (wall clock)."""
-        want = assign(SHARDS, members)
+        """Wait until every shard is held by one of `members` and `assign` moves none of
+        them from there (`contract.at_rest`); returns when that was first seen (wall
+        clock)."""
+        live = sorted(set(members))
 
         async def done() -> float | None:
             with contextlib.suppress(Exception):
-                if await self.holders() == want:
+                if at_rest(SHARDS, live, await self.holders()):
                     return time.time()
             return None
 
-        return await eventually(
-            done, timeout, what or f"every shard held as assigned to {sorted(set(members))}"
-        )
+        return await eventually(done, timeout, what or f"every shard held at rest by {live}")
 
     def ledger(self) -> Ledger:
         return Ledger(

@@ -8,7 +8,7 @@ without a holder (no control plane: requests written out by hand).
 from __future__ import annotations
 
 from audit import Request
-from contract import assign, member_lease_name, moved, shard_lease_name, shard_of
+from contract import assign, at_rest, member_lease_name, moved, shard_lease_name, shard_of
 from ledger import Ledger
 
 GROUP = "g"
@@ -65,9 +65,12 @@ def test_a_lease_taken_before_the_holders_renewal_expired_is_a_jump() -> None:
     assert [x for x in released.unowned(0, 3) if x[0] == SHARD] == [(SHARD, 1, 2)]
 
 
-def test_the_contract_moves_about_one_nth_of_the_shards() -> None:
+def test_the_contract_moves_one_nth_of_the_shards_and_only_to_or_from_the_changed_member() -> None:
     three = assign(16, ["a", "b", "c"])
     assert sorted(three) == list(range(16))
-    assert max(list(three.values()).count(m) for m in "abc") <= 6
-    assert 0 < len(moved(three, assign(16, "abcd"))) <= 8
+    assert sorted(list(three.values()).count(m) for m in "abc") == [5, 5, 6]
+    four = assign(16, "abcd", three)
+    assert len(moved(three, four)) == 4 and {four[s] for s in moved(three, four)} == {"d"}
+    assert moved(four, assign(16, "abc", four)) == {s for s, m in four.items() if m == "d"}
+    assert at_rest(16, "abcd", four) and not at_rest(16, "abcd", three)
     assert member_lease_name(GROUP, "a").startswith("g-member-")

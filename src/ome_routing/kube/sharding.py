@@ -5,9 +5,12 @@ With `--sharding`, replicas do not elect one leader. Each replica holds a *membe
 (`<lease-name>-member-<hash of identity>`) that says it is alive, and the key space (the
 routed InferenceServices, by namespace and name) is split into `--shards` virtual shards
 (`core.shards.shard_of`), each with its own Lease (`<lease-name>-shard-<NN>`). Replicas
-acquire shards by rendezvous hashing over the live members (`core.shards.assign`), and a
-holder releases a shard only after its preferred owner is alive, so a shard is never
-written by two replicas and never unowned for longer than a Lease duration plus a retry.
+place the shards with a sticky balanced assignment over the live members and the shards'
+live holders (`core.shards.assign`): a shard keeps its holder unless the balance needs
+it elsewhere, so a replica that leaves moves only its own shards and one that joins takes
+only its share. A holder releases a shard only after its preferred owner is alive, so a
+shard is never written by two replicas and never unowned for longer than a Lease
+duration plus a retry.
 
 **The gate, per shard.** A `ShardLease` is one tenure of one shard: it is the shard's
 write gate exactly as `LeaderElector` is the leader's (`kube.leader`): a write may be
@@ -27,7 +30,10 @@ elector's (`kube.leader.jittered`): renew the member Lease (create it when missi
 list the group's Leases by label, in one call; judge each Lease's liveness on this
 replica's own monotonic clock from when it last saw its holder or renewTime change (as
 `kube.leader.lease_is_free`, so clock skew between replicas does not matter); assign
-the shards over the live members and itself (`core.shards.assign`); then, concurrently
+the shards over the live members and itself, given each shard's live holder
+(`core.shards.assign`: every replica that lists the same Leases gets the same answer,
+and a shard released on its way to its new member is still sent to that member, so a
+handover completes); then, concurrently
 (at most `CONCURRENT_REQUESTS` at once):
 
 - renew each held shard with the resourceVersion it read; a conflict, another holder in
@@ -220,6 +226,10 @@ UNOWNED_ACTION = "Acquire"
 REPORTING_CONTROLLER = "routing.ome-routing.io/shard-leases"
 
 
+#: what `assign` was given: the live members and the (shard, live holder) pairs
+_Inputs = tuple[frozenset[str], frozenset[tuple[int, str]]]
+
+
 class ShardSet:
     """The shard Leases one replica holds, and its member Lease; see `run`."""
 
@@ -264,7 +274,8 @@ class ShardSet:
         self._logged_unowned: set[int] = set()
         self._reported_unowned: set[int] = set()
         self._member_renewed_at = float("-inf")
-        self._assigned: tuple[frozenset[str], dict[int, str]] = (frozenset(), {})
+        #: the last answer of `assign`, with the live members and holders it was given
+        self._assigned: tuple[_Inputs, dict[int, str]] = ((frozenset(), frozenset()), {})
         self._on_acquired: list[Callable[[ShardLease], None]] = []
         self._on_lost: list[Callable[[int], Awaitable[None]]] = []
         self._background: set[asyncio.Task[None]] = set()
@@ -407,8 +418,14 @@ class ShardSet:
                 self._end(shard, "a leader or a replica with more shards holds keys", "handed_over")
         await self._renew_member(members.get(self._member_name))
         self._lose_expired()
-        if self._assigned[0] != live:  # the same members as last turn: the same answer
-            self._assigned = (frozenset(live), assign(self.shards, live))
+        holders: dict[int, str] = {}
+        for shard, listed_lease in shard_leases.items():
+            holder = self._live_holder(shard_lease_name(self._group, shard), listed_lease, now)
+            if holder and 0 <= shard < self.shards:
+                holders[shard] = holder
+        key = (frozenset(live), frozenset(holders.items()))
+        if self._assigned[0] != key:  # the same members and holders: the same answer
+            self._assigned = (key, assign(self.shards, live, holders))
         preferred = self._assigned[1]
         work: list[Awaitable[None]] = []
         unowned = 0
