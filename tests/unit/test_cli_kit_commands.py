@@ -85,6 +85,23 @@ def test_an_entry_point_cannot_replace_a_product_command(monkeypatch: pytest.Mon
     assert command is not None and command.name == "controller"
 
 
+def test_the_products_own_commands_read_no_distribution_metadata(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The controller starts without scanning every installed distribution's entry points."""
+    read: list[str] = []
+
+    def entry_points(*, group: str) -> list[EntryPoint]:
+        read.append(group)
+        return []
+
+    monkeypatch.setattr(cli_main, "entry_points", entry_points)
+    result = CliRunner().invoke(cli_main.main, ["validate-config", "--help"])
+    assert result.exit_code == 0
+    assert result.output.startswith("Usage: main validate-config [OPTIONS]")
+    assert read == []
+
+
 @pytest.mark.parametrize(
     ("name", "usage"),
     [("dev", "Usage: ome-routing dev [OPTIONS] COMMAND"), ("demo", "Usage: ome-routing demo")],

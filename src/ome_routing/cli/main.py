@@ -74,8 +74,13 @@ class LazyGroup(click.Group):
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name = args[0] if args else None
-        missing = name not in self.commands and name not in self._all_lazy()
-        if name in KIT_COMMANDS and missing and not ctx.resilient_parsing:
+        # only a kit command's name reads the metadata: the package's own read none
+        if (
+            name in KIT_COMMANDS
+            and not ctx.resilient_parsing
+            and name not in self.commands
+            and name not in self._all_lazy()
+        ):
             raise click.UsageError(KIT_MISSING.format(name=name), ctx)
         return super().resolve_command(ctx, args)
 
