@@ -434,7 +434,7 @@ class ShardSet:
                 continue
             found = shard_leases.get(shard)
             name = shard_lease_name(self._group, shard)
-            holder = self._live_holder(name, found, now)
+            holder = holders.get(shard)  # judged above, for `assign`
             tenure = self._tenures.get(shard)
             if tenure is not None:
                 listed_holder = found.spec.holderIdentity if found and found.spec else None
