@@ -42,6 +42,8 @@ from ome_routing.kube.fencing import NotLeader
 from ome_routing.kube.leader import ElectionSettings
 from ome_routing.kube.sharding import (
     COUNT_LABEL,
+    FALLBACK_AFTER_TURNS,
+    FALLBACK_ANNOTATION,
     GROUP_LABEL,
     ROLE_LABEL,
     SHARD_LABEL,
@@ -701,3 +703,135 @@ async def test_a_member_lease_left_unrenewed_is_deleted_and_the_live_ones_are_ke
         deleted = [r for r in caplog.records if r.getMessage() == "deleted stale member lease"]
         assert {r.lease for r in deleted} == {member_lease_name(GROUP, i) for i in left}
         assert {r.holder for r in deleted} == {"gone-killed", ""}
+
+
+async def shard_states(client: AsyncClient, namespace: str) -> dict[int, tuple[str | None, bool]]:
+    """Each shard Lease's holder, and whether it carries the fallback annotation."""
+    found: dict[int, tuple[str | None, bool]] = {}
+    async for lease in client.list(
+        Lease, namespace=namespace, labels={GROUP_LABEL: GROUP, ROLE_LABEL: "shard"}
+    ):
+        assert lease.metadata is not None and lease.metadata.labels is not None
+        annotations = lease.metadata.annotations or {}
+        found[int(lease.metadata.labels[SHARD_LABEL])] = (
+            lease.spec.holderIdentity if lease.spec else None,
+            FALLBACK_ANNOTATION in annotations,
+        )
+    return found
+
+
+async def test_a_live_member_that_leaves_its_shards_free_loses_them_only_after_its_turns_and_as_a_fallback(
+    kube_client: AsyncClient, namespace: str
+) -> None:
+    """The test plays a member that never takes a shard: its member Lease (of 60 s, so
+    live throughout) is renewed only when the test says. Its shards stay free while it
+    has no turn, however long (a member slow to act is not passed over); after
+    `FALLBACK_AFTER_TURNS` renewals seen, replica-a takes them as a fallback (annotated,
+    left out of the placement: none of replica-a's own shards moves); once the member is
+    gone, they are replica-a's own and the annotation goes, with no shard changing hands."""
+    ghost = "replica-ghost"
+    name = member_lease_name(GROUP, ghost)
+    await kube_client.create(
+        Lease(
+            metadata=ObjectMeta(
+                name=name,
+                namespace=namespace,
+                labels={GROUP_LABEL: GROUP, ROLE_LABEL: "member", COUNT_LABEL: str(SHARDS)},
+            ),
+            spec=LeaseSpec(
+                holderIdentity=ghost, leaseDurationSeconds=60, renewTime=datetime.now(UTC)
+            ),
+        )
+    )
+
+    async def renew_ghost() -> None:
+        lease = await kube_client.get(Lease, name, namespace=namespace)
+        assert lease.spec is not None
+        lease.spec.renewTime = datetime.now(UTC)
+        await kube_client.replace(lease)
+
+    async def turns_of_a(count: int) -> None:
+        """Wait until replica-a has renewed its member Lease `count` more times (each
+        renewal comes after a list: the second one seen has listed what came before)."""
+
+        async def renewed() -> datetime:
+            lease = await kube_client.get(
+                Lease, member_lease_name(GROUP, "replica-a"), namespace=namespace
+            )
+            assert lease.spec is not None and lease.spec.renewTime is not None
+            return lease.spec.renewTime
+
+        seen = [await renewed()]
+
+        async def more() -> bool:
+            now = await renewed()
+            if now != seen[-1]:
+                seen.append(now)
+            return len(seen) > count
+
+        await eventually(more, PATIENCE, f"{count} more turns of replica-a")
+
+    async with (
+        LeaseHistory(kube_client, namespace) as history,
+        replicas(kube_client, namespace, "replica-a") as fleet,
+    ):
+        a = fleet["replica-a"]
+
+        async def at_rest() -> set[int] | None:
+            states = await shard_states(kube_client, namespace)
+            mine = {s for s, (holder, _) in states.items() if holder == "replica-a"}
+            want = assign(SHARDS, ["replica-a", ghost], dict.fromkeys(mine, "replica-a"))
+            own = {s for s, m in want.items() if m == "replica-a"}
+            return mine if mine == own and a.writable() == own else None
+
+        own = await eventually(at_rest, PATIENCE, "replica-a holding its own shards")
+        ghosts = set(range(SHARDS)) - own
+        assert ghosts, own  # the member is preferred for some shards
+        seen = {s: len(history.by_shard.get(s, [])) for s in range(SHARDS)}
+
+        # free for three lease durations, with no turn of the member: not taken
+        await asyncio.sleep(3 * SETTINGS.lease_duration)
+        await turns_of_a(2)
+        states = await shard_states(kube_client, namespace)
+        assert {s for s, (h, _) in states.items() if h} == own, states
+        assert a.gauge("ome_routing_shards_unowned") == len(ghosts)
+
+        # its turns: one short of the count, then the last
+        for _ in range(FALLBACK_AFTER_TURNS - 1):
+            await renew_ghost()
+            await turns_of_a(2)
+        states = await shard_states(kube_client, namespace)
+        assert {s for s, (h, _) in states.items() if h} == own, states
+        await renew_ghost()
+
+        async def fallen_back() -> dict[int, tuple[str | None, bool]] | None:
+            found = await shard_states(kube_client, namespace)
+            held = {s for s, (holder, _) in found.items() if holder == "replica-a"}
+            return found if held == set(range(SHARDS)) else None
+
+        await eventually(fallen_back, PATIENCE, "every shard held by replica-a")
+        await turns_of_a(2)  # and so it stays, each fallback holding annotated
+        states = await shard_states(kube_client, namespace)
+        assert {s for s, (h, _) in states.items() if h == "replica-a"} == set(range(SHARDS))
+        assert {s for s, (_, marked) in states.items() if marked} == ghosts, states
+        assert a.writable() == set(range(SHARDS))
+        # none of replica-a's own shards moved: renewed throughout, never released
+        assert kept_their_holders(history, dict.fromkeys(own, "replica-a"), seen, own)
+        for shard in ghosts:  # created by its fallback holder: no other holder before
+            assert history.holders(shard) == ["replica-a"], history.holders(shard)
+
+        # the member gone: the fallback holdings become replica-a's own, in place
+        taken = {s: len(history.by_shard.get(s, [])) for s in range(SHARDS)}
+        await kube_client.delete(Lease, name, namespace=namespace)
+
+        async def unmarked() -> bool:
+            found = await shard_states(kube_client, namespace)
+            mine = {s for s, (h, marked) in found.items() if h == "replica-a" and not marked}
+            return mine == set(range(SHARDS))
+
+        await eventually(unmarked, PATIENCE, "no fallback annotation left")
+        everything = set(range(SHARDS))
+        assert kept_their_holders(
+            history, dict.fromkeys(everything, "replica-a"), taken, everything
+        )
+        assert a.gauge("ome_routing_shards_unowned") == 0

@@ -44,10 +44,15 @@ handover completes); then, concurrently
   gate shut, the Lease released (no holder), so the preferred member takes it on its
   next turn and a watch on the Lease sees holder, no holder, new holder;
 - acquire each free shard it is preferred for (create the Lease when missing, else
-  replace with the resourceVersion read), and a shard free in its view for a whole
-  lease duration even if not preferred (a preferred member that never takes it, as one
-  whose grant does not name the shard's Lease, must not leave it unowned); such a shard
-  is kept `FALLBACK_HOLD_LEASES` lease durations before it is handed over again.
+  replace with the resourceVersion read), and, as a **fallback**, a shard free in its
+  view for a whole lease duration even if not preferred, once the preferred member has
+  had a whole turn with it free and not taken it (`FALLBACK_AFTER_TURNS` renewals of
+  its member Lease seen since: a member that cannot take it, as one whose grant does not
+  name the shard's Lease, must not leave it unowned, and one slow to act is not passed
+  over). A fallback holding carries `FALLBACK_ANNOTATION`, which every replica leaves
+  out of `assign` (it displaces none of the holder's own shards), and is kept
+  `FALLBACK_HOLD_LEASES` lease durations before it is handed over again; once `assign`
+  gives it to its holder, the next renewal drops the annotation.
 
 A tenure's deadline counts from when the acquisition or renewal was *sent*; a task of
 its own ends each tenure at its deadline, whatever the loop is waiting for. On
@@ -207,6 +212,9 @@ SHARD_LABEL = "routing.ome-routing.io/shard"
 #: the shard count (`--shards`) of the replica that wrote a Lease: replicas of one group
 #: with different counts split the keys differently, so one never works beside the other
 COUNT_LABEL = "routing.ome-routing.io/shard-count"
+#: on a shard Lease taken as a fallback (its preferred member left it free): every replica
+#: leaves such a holding out of `assign`, so it displaces no member's own shards
+FALLBACK_ANNOTATION = "routing.ome-routing.io/shard-fallback"
 #: how long a subscriber's `on_lost` may take (`kube.controller.WRITE_GRACE_SECONDS`)
 ON_LOST_GRACE_SECONDS = 5.0
 #: shard Lease requests (and coverage Events) one replica sends at once
@@ -215,6 +223,10 @@ CONCURRENT_REQUESTS = 8
 #: this many lease durations before it is handed over again (no ping-pong with a member
 #: that cannot take it, as one whose grant does not name the shard's Lease)
 FALLBACK_HOLD_LEASES = 10
+#: ... and only once that member has renewed its member Lease this many times since the
+#: shard was seen free: it had a whole turn with the shard free and did not take it (a
+#: member slow to act, as on a loaded node, is not passed over)
+FALLBACK_AFTER_TURNS = 3
 #: a member Lease of another replica that stays unrenewed (or released) this many lease
 #: durations in this replica's view is deleted: its replica is gone for good (a pod of a
 #: Deployment comes back under a new name, so a new member Lease), and the group's list
@@ -271,6 +283,11 @@ class ShardSet:
         self._unowned_since: dict[int, float] = {}
         #: shards taken although another member was preferred: not handed over before then
         self._kept: dict[int, float] = {}
+        #: how many times each Lease of the group was seen changed (its holder or renewTime)
+        self._changes: dict[str, int] = {}
+        #: each free shard's preferred member and that member's Lease changes when this
+        #: replica began waiting for it to take the shard
+        self._waiting_for: dict[int, tuple[str, int]] = {}
         self._logged_unowned: set[int] = set()
         self._reported_unowned: set[int] = set()
         self._member_renewed_at = float("-inf")
@@ -423,9 +440,12 @@ class ShardSet:
             holder = self._live_holder(shard_lease_name(self._group, shard), listed_lease, now)
             if holder and 0 <= shard < self.shards:
                 holders[shard] = holder
-        key = (frozenset(live), frozenset(holders.items()))
+        # a fallback holding is no one's in `assign` (every replica reads the annotation):
+        # the shard stays its preferred member's, and the holder's own shards stay put
+        placed = {s: h for s, h in holders.items() if not _is_fallback(shard_leases[s])}
+        key = (frozenset(live), frozenset(placed.items()))
         if self._assigned[0] != key:  # the same members and holders: the same answer
-            self._assigned = (key, assign(self.shards, live, holders))
+            self._assigned = (key, assign(self.shards, live, placed))
         preferred = self._assigned[1]
         work: list[Awaitable[None]] = []
         unowned = 0
@@ -443,6 +463,8 @@ class ShardSet:
                 elif preferred[shard] != self.identity and self._kept.get(shard, now) <= now:
                     self._end(shard, f"handed over to {preferred[shard]}", "handed_over", found)
                 else:
+                    if preferred[shard] == self.identity:
+                        self._kept.pop(shard, None)  # its own now: the renewal drops the mark
                     work.append(self._renew(shard, found, tenure))
                 continue
             if holder and holder != self.identity:
@@ -454,7 +476,9 @@ class ShardSet:
                 pass  # another shard count holds keys: take nothing beside it
             elif preferred[shard] == self.identity:
                 work.append(self._acquire(shard, found))
-            elif now - since >= self._settings.lease_duration:
+            elif self._passed_over(shard, preferred[shard]) and (
+                now - since >= self._settings.lease_duration
+            ):
                 # its preferred member did not take it: this one keeps it for a while
                 # rather than hand it back to a member that may not be able to take it
                 hold = FALLBACK_HOLD_LEASES * self._settings.lease_duration
@@ -477,6 +501,20 @@ class ShardSet:
         previous = self._observed.get(name)
         if previous is None or (previous.holder, previous.renew_time) != (holder, renew):
             self._observed[name] = Observation(holder, renew, now)
+            self._changes[name] = self._changes.get(name, 0) + 1
+
+    def _passed_over(self, shard: int, preferred: str) -> bool:
+        """Whether `preferred` has had a whole turn with `shard` free and not taken it: its
+        member Lease renewed `FALLBACK_AFTER_TURNS` times since this replica began waiting
+        (a turn lists, renews the member Lease, then acquires; the third renewal seen
+        comes after a turn that listed the shard free and finished)."""
+        name = member_lease_name(self._group, preferred)
+        changes = self._changes.get(name, 0)
+        waiting = self._waiting_for.get(shard)
+        if waiting is None or waiting[0] != preferred:
+            self._waiting_for[shard] = (preferred, changes)
+            return False
+        return changes - waiting[1] >= FALLBACK_AFTER_TURNS
 
     def _duration(self, lease: Lease | None) -> float:
         seconds = lease.spec.leaseDurationSeconds if lease is not None and lease.spec else None
@@ -500,6 +538,7 @@ class ShardSet:
 
     def _owned(self, shard: int) -> None:
         self._unowned_since.pop(shard, None)
+        self._waiting_for.pop(shard, None)
         self._logged_unowned.discard(shard)
         self._reported_unowned.discard(shard)
 
@@ -576,15 +615,20 @@ class ShardSet:
             now_wall = micro_now()
             try:
                 async with asyncio.timeout(self._settings.renew_deadline):
-                    written = await self._take(shard, lease, now_wall)
+                    written = await self._take(shard, lease, now_wall, keep_until is not None)
             except Exception as err:  # taken first, refused, or the API server away
                 log.debug("acquiring shard %s: %s", shard, _message(err))
                 return
         self._begin(shard, sent, written, keep_until)
 
-    async def _take(self, shard: int, lease: Lease | None, now_wall: datetime) -> Lease:
+    async def _take(
+        self, shard: int, lease: Lease | None, now_wall: datetime, fallback: bool
+    ) -> Lease:
         if lease is None:
-            return await self._kube.create(self._lease(shard, self.identity, now_wall))
+            lease = self._lease(shard, self.identity, now_wall)
+            _mark_fallback(lease, fallback)
+            return await self._kube.create(lease)
+        _mark_fallback(lease, fallback)
         spec = lease.spec or LeaseSpec()
         had_holder = bool(spec.holderIdentity)
         spec.holderIdentity = self.identity
@@ -628,6 +672,7 @@ class ShardSet:
             spec.leaseDurationSeconds = int(self._settings.lease_duration)
             spec.renewTime = micro_now()
             lease.spec = spec
+            _mark_fallback(lease, shard in self._kept)
             try:
                 async with asyncio.timeout(remaining):
                     written = await self._kube.replace(lease)
@@ -781,6 +826,7 @@ class ShardSet:
         replica that renewed it since keeps it (409), and of the live replicas that try,
         one deletes it and the others find it gone (404)."""
         observed = self._observed.pop(name, None)
+        self._changes.pop(name, None)
         idle = now - observed.seen_change_at if observed is not None else 0.0
         meta = lease.metadata or ObjectMeta()
         async with self._requests:
@@ -883,6 +929,25 @@ class ShardSet:
 def _duration(seconds: float) -> str:
     """Go's formatting of a duration, to the tenth of a second."""
     return str(Duration.of_seconds(round(seconds, 1)))
+
+
+def _is_fallback(lease: Lease) -> bool:
+    """Whether the shard Lease says its holder took it as a fallback."""
+    annotations = (lease.metadata.annotations if lease.metadata else None) or {}
+    return FALLBACK_ANNOTATION in annotations
+
+
+def _mark_fallback(lease: Lease, fallback: bool) -> None:
+    """Set (`fallback`) or drop the fallback annotation of a shard Lease about to be
+    written."""
+    meta = lease.metadata or ObjectMeta()
+    annotations = dict(meta.annotations or {})
+    if fallback:
+        annotations[FALLBACK_ANNOTATION] = "true"
+    else:
+        annotations.pop(FALLBACK_ANNOTATION, None)
+    meta.annotations = annotations or None
+    lease.metadata = meta
 
 
 def _shard_number(label: str | None) -> int | None:
