@@ -12,7 +12,13 @@ import pytest
 
 from ome_routing.kube.fencing import NotLeader
 from ome_routing.kube.leader import ElectionSettings
-from ome_routing.kube.sharding import WRITING_FOR, ShardGate, ShardLease, writing_for
+from ome_routing.kube.sharding import (
+    WRITING_FOR,
+    ShardGate,
+    ShardLease,
+    next_turn_in,
+    writing_for,
+)
 
 #: lease 15 s, renew deadline 10 s: the renew margin a write may take is 5 s
 SETTINGS = ElectionSettings(lease_duration=15.0, renew_deadline=10.0, retry_period=2.0)
@@ -141,3 +147,19 @@ async def test_tasks_started_for_a_tenure_carry_it_and_others_do_not() -> None:
     assert await allowed == 5.0
     with pytest.raises(NotLeader, match="no shard tenure"):
         await asyncio.create_task(write())
+
+
+# --- when the next turn comes -------------------------------------------------------------
+
+
+def test_the_next_turn_comes_just_after_another_replicas_lease_expires_when_that_is_sooner() -> (
+    None
+):
+    # a Lease of another replica expires in 0.7 s: the turn comes 0.75 s from now, not 2.9
+    assert next_turn_in(2.9, 0.7) == pytest.approx(0.75)
+    # an expiry after the retry period, or none, leaves the jittered retry period
+    assert next_turn_in(2.9, 2.9) == 2.9
+    assert next_turn_in(2.9, 14.0) == 2.9
+    assert next_turn_in(2.9, float("inf")) == 2.9
+    # an expiry already past (the clock moved on during the turn): at once, plus the margin
+    assert next_turn_in(2.9, -3.0) == pytest.approx(0.05)

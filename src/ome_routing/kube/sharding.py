@@ -26,7 +26,8 @@ the requests of everything the reconcile starts carry it too), and `ShardGate`, 
 tenure in its context is refused: in sharded mode every write belongs to a key.
 
 **The Leases (`ShardSet`).** One loop per replica, every retry period jittered as the
-elector's (`kube.leader.jittered`): renew the member Lease (create it when missing);
+elector's (`kube.leader.jittered`), or sooner, just after the first expiry of another
+replica's Lease in its view (`next_turn_in`): renew the member Lease (create it when missing);
 list the group's Leases by label, in one call; judge each Lease's liveness on this
 replica's own monotonic clock from when it last saw its holder or renewTime change (as
 `kube.leader.lease_is_free`, so clock skew between replicas does not matter); assign
@@ -80,6 +81,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import math
 import random
 import socket
 import time
@@ -227,6 +229,10 @@ FALLBACK_HOLD_LEASES = 10
 #: shard was seen free: it had a whole turn with the shard free and did not take it (a
 #: member slow to act, as on a loaded node, is not passed over)
 FALLBACK_AFTER_TURNS = 3
+#: a turn comes this long after the first expiry of another replica's Lease in this
+#: replica's view, when that is sooner than the next retry period (a killed replica's
+#: shards are taken as soon as its Leases expire, not up to a retry period later)
+EXPIRY_MARGIN_SECONDS = 0.05
 #: a member Lease of another replica that stays unrenewed (or released) this many lease
 #: durations in this replica's view is deleted: its replica is gone for good (a pod of a
 #: Deployment comes back under a new name, so a new member Lease), and the group's list
@@ -291,6 +297,8 @@ class ShardSet:
         self._logged_unowned: set[int] = set()
         self._reported_unowned: set[int] = set()
         self._member_renewed_at = float("-inf")
+        #: when (monotonic) the first Lease another replica holds expires in this view
+        self._next_expiry = math.inf
         #: the last answer of `assign`, with the live members and holders it was given
         self._assigned: tuple[_Inputs, dict[int, str]] = ((frozenset(), frozenset()), {})
         self._on_acquired: list[Callable[[ShardLease], None]] = []
@@ -342,18 +350,22 @@ class ShardSet:
     # --- running -----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """One turn every retry period (jittered) until cancelled; on cancellation each
-        held shard is handed back (`on_lost` awaited with the gate open, then the gate
-        shut and the Lease released), then the member Lease, within about
-        3 x `ON_LOST_GRACE_SECONDS`."""
+        """One turn every retry period (jittered, or sooner: `next_turn_in`) until
+        cancelled; on cancellation each held shard is handed back (`on_lost` awaited with
+        the gate open, then the gate shut and the Lease released), then the member Lease,
+        within about 3 x `ON_LOST_GRACE_SECONDS`."""
         self._task = asyncio.current_task()
         deadlines = asyncio.create_task(self._keep_deadlines(), name="shard deadlines")
         try:
             while True:
                 await self._turn()
                 self._wake.clear()
+                pause = next_turn_in(
+                    jittered(self._settings.retry_period, self._draw()),
+                    self._next_expiry - self._clock(),
+                )
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(jittered(self._settings.retry_period, self._draw())):
+                    async with asyncio.timeout(pause):
                         await self._wake.wait()
         finally:
             deadlines.cancel()
@@ -411,6 +423,7 @@ class ShardSet:
                 shard = _shard_number(labels.get(SHARD_LABEL))
                 if shard is not None and name == shard_lease_name(self._group, shard):
                     shard_leases[shard] = lease
+        self._next_expiry = self._first_expiry(listed, now)
         live = {self.identity}
         for name, member in members.items():
             holder = self._live_holder(name, member, now)
@@ -502,6 +515,19 @@ class ShardSet:
         if previous is None or (previous.holder, previous.renew_time) != (holder, renew):
             self._observed[name] = Observation(holder, renew, now)
             self._changes[name] = self._changes.get(name, 0) + 1
+
+    def _first_expiry(self, listed: list[Lease], now: float) -> float:
+        """When (monotonic) the first of the listed Leases another replica holds expires
+        in this replica's view unless renewed first; infinity when none will."""
+        first = math.inf
+        for lease in listed:
+            observed = self._observed.get((lease.metadata.name if lease.metadata else None) or "")
+            if observed is None or not observed.holder or observed.holder == self.identity:
+                continue
+            expiry = observed.seen_change_at + self._duration(lease)
+            if expiry > now:
+                first = min(first, expiry)
+        return first
 
     def _passed_over(self, shard: int, preferred: str) -> bool:
         """Whether `preferred` has had a whole turn with `shard` free and not taken it: its
@@ -929,6 +955,13 @@ class ShardSet:
 def _duration(seconds: float) -> str:
     """Go's formatting of a duration, to the tenth of a second."""
     return str(Duration.of_seconds(round(seconds, 1)))
+
+
+def next_turn_in(pause: float, until_expiry: float) -> float:
+    """The wait before the next turn: the jittered retry period `pause`, or, when the
+    first expiry of another replica's Lease comes sooner (`until_expiry` seconds from
+    now), just after it."""
+    return min(pause, max(0.0, until_expiry) + EXPIRY_MARGIN_SECONDS)
 
 
 def _is_fallback(lease: Lease) -> bool:
