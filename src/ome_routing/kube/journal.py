@@ -284,8 +284,9 @@ class Journal:
         while True:
             timeout = max(next_flush - loop.time(), 0.0)
             write: _Write | None = None
-            with contextlib.suppress(TimeoutError):
-                write = await asyncio.wait_for(self._queue.get(), timeout)
+            with contextlib.suppress(TimeoutError):  # not wait_for: see `Prober._dispatch`
+                async with asyncio.timeout(timeout):
+                    write = await self._queue.get()
             if write is not None:
                 await self._send(write)
             if loop.time() >= next_flush:

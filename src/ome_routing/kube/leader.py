@@ -329,7 +329,8 @@ class LeaderElector:
                 self._step_down("renew deadline passed")
                 return
             try:
-                attempt = await asyncio.wait_for(self._try_acquire_or_renew(), remaining)
+                async with asyncio.timeout(remaining):  # not wait_for (3.11)
+                    attempt = await self._try_acquire_or_renew()
             except TimeoutError:
                 self._step_down(f"failed to renew lease {self._namespace}/{self._name} in time")
                 return

@@ -157,7 +157,8 @@ class ShardWork:
             if self._running.get(shard):
                 idle = self._idle.setdefault(shard, asyncio.Event())
                 # a little inside the grace, so the owner does not give up on this first
-                await asyncio.wait_for(idle.wait(), self._grace * 0.9)
+                async with asyncio.timeout(self._grace * 0.9):  # not wait_for (3.11)
+                    await idle.wait()
         except TimeoutError:
             log.warning(
                 "shard let go with work underway",

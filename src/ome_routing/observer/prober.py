@@ -251,8 +251,11 @@ class Prober:
                 first = queue.first_due()
                 self._wake.clear()
                 delay = None if first is None else first - now
+                # not `asyncio.wait_for`: on Python 3.11 it swallows a cancellation that
+                # arrives as the wake-up completes, and `stop` would wait for ever
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await self._wake.wait()
                 continue
             if target.retired:
                 continue
