@@ -372,3 +372,28 @@ async def test_homes_set_before_start_are_spread_over_their_first_period(
     finally:
         await prober.stop()
     assert 0 < early < 20
+
+
+@pytest.mark.parametrize("turns", range(4))
+async def test_stop_ends_the_dispatcher_even_as_a_new_home_wakes_it(
+    client: PollClient, reporter: StartReporter, turns: int
+) -> None:
+    """A home set just before `stop` wakes the dispatcher; the cancellation that `stop`
+    sends must end it whichever turn of the loop it lands in (on Python 3.11,
+    `asyncio.wait_for` returned the wake-up and dropped a cancellation that came one or
+    two turns after it: `stop` then waited for ever while the dispatcher went on
+    probing)."""
+    server = await reporter(status(200))
+    recorder = Recorder()
+    prober = Prober(client, recorder.on_change, clock=lambda: datetime.now(UTC))
+    await prober.start()
+    prober.set_target("first", server.base, ONCE)
+    await recorder.until(1)  # probed once; the dispatcher now waits an hour for the next
+    prober.set_target("second", server.base, ONCE)
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    stopping = asyncio.ensure_future(prober.stop())
+    done, _ = await asyncio.wait({stopping}, timeout=10)
+    if not done:  # a second cancellation reaches the dispatcher: let the test end
+        stopping.cancel()
+    assert done, f"stop() still waiting for the dispatcher after 10 s ({turns} turns)"
