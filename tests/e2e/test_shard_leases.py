@@ -145,17 +145,24 @@ def join(
     return replica
 
 
-async def holders(client: AsyncClient, namespace: str) -> dict[int, str | None]:
-    """Each shard Lease's holder, read from the API server."""
-    found: dict[int, str | None] = {}
+async def shard_states(client: AsyncClient, namespace: str) -> dict[int, tuple[str | None, bool]]:
+    """Each shard Lease's holder, and whether it carries the fallback annotation."""
+    found: dict[int, tuple[str | None, bool]] = {}
     async for lease in client.list(
         Lease, namespace=namespace, labels={GROUP_LABEL: GROUP, ROLE_LABEL: "shard"}
     ):
         assert lease.metadata is not None and lease.metadata.labels is not None
+        annotations = lease.metadata.annotations or {}
         found[int(lease.metadata.labels[SHARD_LABEL])] = (
-            lease.spec.holderIdentity if lease.spec else None
+            lease.spec.holderIdentity if lease.spec else None,
+            FALLBACK_ANNOTATION in annotations,
         )
     return found
+
+
+async def holders(client: AsyncClient, namespace: str) -> dict[int, str | None]:
+    """Each shard Lease's holder, read from the API server."""
+    return {shard: holder for shard, (holder, _) in (await shard_states(client, namespace)).items()}
 
 
 async def settled(
@@ -703,21 +710,6 @@ async def test_a_member_lease_left_unrenewed_is_deleted_and_the_live_ones_are_ke
         deleted = [r for r in caplog.records if r.getMessage() == "deleted stale member lease"]
         assert {r.lease for r in deleted} == {member_lease_name(GROUP, i) for i in left}
         assert {r.holder for r in deleted} == {"gone-killed", ""}
-
-
-async def shard_states(client: AsyncClient, namespace: str) -> dict[int, tuple[str | None, bool]]:
-    """Each shard Lease's holder, and whether it carries the fallback annotation."""
-    found: dict[int, tuple[str | None, bool]] = {}
-    async for lease in client.list(
-        Lease, namespace=namespace, labels={GROUP_LABEL: GROUP, ROLE_LABEL: "shard"}
-    ):
-        assert lease.metadata is not None and lease.metadata.labels is not None
-        annotations = lease.metadata.annotations or {}
-        found[int(lease.metadata.labels[SHARD_LABEL])] = (
-            lease.spec.holderIdentity if lease.spec else None,
-            FALLBACK_ANNOTATION in annotations,
-        )
-    return found
 
 
 async def test_a_live_member_that_leaves_its_shards_free_loses_them_only_after_its_turns_and_as_a_fallback(

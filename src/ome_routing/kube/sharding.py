@@ -521,11 +521,9 @@ class ShardSet:
         in this replica's view unless renewed first; infinity when none will."""
         first = math.inf
         for lease in listed:
-            observed = self._observed.get((lease.metadata.name if lease.metadata else None) or "")
-            if observed is None or not observed.holder or observed.holder == self.identity:
-                continue
-            expiry = observed.seen_change_at + self._duration(lease)
-            if expiry > now:
+            name = (lease.metadata.name if lease.metadata else None) or ""
+            expiry = self._expiry(name, lease)
+            if expiry is not None and expiry > now and self._observed[name].holder != self.identity:
                 first = min(first, expiry)
         return first
 
@@ -555,12 +553,18 @@ class ShardSet:
             return None
         return observed.holder
 
-    def _became_free(self, name: str, lease: Lease | None, now: float) -> float:
-        """When the shard's Lease became free in this replica's view (now, if unknown)."""
+    def _expiry(self, name: str, lease: Lease | None) -> float | None:
+        """When (monotonic) the Lease's holder loses it in this replica's view unless it
+        renews first; None when it has no holder (or is unknown)."""
         observed = self._observed.get(name)
         if lease is None or observed is None or not observed.holder:
-            return now
-        return min(now, observed.seen_change_at + self._duration(lease))
+            return None
+        return observed.seen_change_at + self._duration(lease)
+
+    def _became_free(self, name: str, lease: Lease | None, now: float) -> float:
+        """When the shard's Lease became free in this replica's view (now, if unknown)."""
+        expiry = self._expiry(name, lease)
+        return now if expiry is None else min(now, expiry)
 
     def _owned(self, shard: int) -> None:
         self._unowned_since.pop(shard, None)
