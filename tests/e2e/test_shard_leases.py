@@ -648,6 +648,8 @@ async def test_a_sharded_replica_takes_nothing_while_a_leader_of_the_groups_name
             renewing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewing
+            # a replace cut short by the cancel may still have been written: read it again
+            leader = await kube_client.get(Lease, GROUP, namespace=namespace)
             assert leader.spec is not None
             leader.spec.holderIdentity = None
             leader = await kube_client.replace(leader)
@@ -713,7 +715,7 @@ async def test_a_member_lease_left_unrenewed_is_deleted_and_the_live_ones_are_ke
 
 
 async def test_a_live_member_that_leaves_its_shards_free_loses_them_only_after_its_turns_and_as_a_fallback(
-    kube_client: AsyncClient, namespace: str
+    kube_client: AsyncClient, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The test plays a member that never takes a shard: its member Lease (of 60 s, so
     live throughout) is renewed only when the test says. Its shards stay free while it
@@ -721,6 +723,7 @@ async def test_a_live_member_that_leaves_its_shards_free_loses_them_only_after_i
     `FALLBACK_AFTER_TURNS` renewals seen, replica-a takes them as a fallback (annotated,
     left out of the placement: none of replica-a's own shards moves); once the member is
     gone, they are replica-a's own and the annotation goes, with no shard changing hands."""
+    caplog.set_level(logging.INFO, logger="ome_routing.kube.sharding")
     ghost = "replica-ghost"
     name = member_lease_name(GROUP, ghost)
     await kube_client.create(
@@ -811,6 +814,13 @@ async def test_a_live_member_that_leaves_its_shards_free_loses_them_only_after_i
         assert kept_their_holders(history, dict.fromkeys(own, "replica-a"), seen, own)
         for shard in ghosts:  # created by its fallback holder: no other holder before
             assert history.holders(shard) == ["replica-a"], history.holders(shard)
+        # and its log says which it took as a fallback
+        acquired = {
+            r.__dict__["shard"]: r.__dict__["fallback"]
+            for r in caplog.records
+            if r.getMessage() == "acquired shard"
+        }
+        assert acquired == {s: s in ghosts for s in range(SHARDS)}, acquired
 
         # the member gone: the fallback holdings become replica-a's own, in place
         taken = {s: len(history.by_shard.get(s, [])) for s in range(SHARDS)}

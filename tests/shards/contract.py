@@ -13,6 +13,9 @@ from collections.abc import Iterable, Mapping
 GROUP_LABEL = "routing.ome-routing.io/shard-group"
 ROLE_LABEL = "routing.ome-routing.io/shard-role"
 SHARD_LABEL = "routing.ome-routing.io/shard"
+#: on a shard Lease its holder took as a fallback: it hands the shard over later, so a
+#: shard held so is not at rest
+FALLBACK_ANNOTATION = "routing.ome-routing.io/shard-fallback"
 
 
 def _score(text: str) -> int:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from audit import AuditTail
-from contract import GROUP_LABEL, ROLE_LABEL, SHARD_LABEL, at_rest, shard_of
+from contract import FALLBACK_ANNOTATION, GROUP_LABEL, ROLE_LABEL, SHARD_LABEL, at_rest, shard_of
 from controller_harness import ControllerProcess, eventually
 from fencing_world import ENDPOINT
 from fleet import CONTROLLER_NAMESPACE, LEASE, NAMESPACE, Fleet
@@ -96,6 +96,7 @@ class ShardLeaseView:
     shard: int
     holder: str | None  # None: released, or not renewed for its duration
     renewed: datetime | None
+    fallback: bool  # taken as a fallback: its holder hands it over later
 
 
 class ShardWorld:
@@ -182,7 +183,8 @@ class ShardWorld:
             duration = (spec.leaseDurationSeconds if spec else None) or LEASE_DURATION
             if renewed is not None and (now - renewed).total_seconds() >= duration:
                 holder = None
-            views[shard] = ShardLeaseView(shard, holder or None, renewed)
+            fallback = FALLBACK_ANNOTATION in (lease.metadata.annotations or {})
+            views[shard] = ShardLeaseView(shard, holder or None, renewed, fallback)
         return views
 
     async def holders(self) -> dict[int, str | None]:
@@ -192,14 +194,17 @@ class ShardWorld:
     async def until_assigned(
         self, members: Iterable[str], timeout: float = 90.0, what: str = ""
     ) -> float:
-        """Wait until every shard is held by one of `members` and `assign` moves none of
-        them from there (`contract.at_rest`); returns when that was first seen (wall
-        clock)."""
+        """Wait until every shard is held by one of `members`, none as a fallback (its
+        holder hands it over later), and `assign` moves none of them from there
+        (`contract.at_rest`); returns when that was first seen (wall clock)."""
         live = sorted(set(members))
 
         async def done() -> float | None:
             with contextlib.suppress(Exception):
-                if at_rest(SHARDS, live, await self.holders()):
+                leases = await self.shard_leases()
+                holders = {s: (leases[s].holder if s in leases else None) for s in range(SHARDS)}
+                fallback = any(lease.fallback for lease in leases.values())
+                if not fallback and at_rest(SHARDS, live, holders):
                     return time.time()
             return None
 

@@ -62,8 +62,6 @@ async def three_replicas(world: ShardWorld) -> Target:
     for identity in MEMBERS:
         await world.start(identity)
     await world.until_assigned(MEMBERS, timeout=120)
-    holders = await world.holders()
-    assert at_rest(SHARDS, MEMBERS, holders), holders
     await world.fleet.until_correct(timeout=120)
     every = {
         (kind, f"{NAMESPACE}/{s}")
@@ -73,6 +71,10 @@ async def three_replicas(world: ShardWorld) -> Target:
     await world.until(
         lambda: every <= world.ledger().written(0.0), 60, "every service's map and route"
     )
+    # at rest still, read just before the fault: who takes what follows from these
+    await world.until_assigned(MEMBERS, timeout=120)
+    holders = await world.holders()
+    assert at_rest(SHARDS, MEMBERS, holders), holders
     victim = holders[shard_of(NAMESPACE, TARGET, SHARDS)]
     shards = {s for s, h in holders.items() if h == victim}
     takers = assign(SHARDS, [m for m in MEMBERS if m != victim], holders)
@@ -85,15 +87,26 @@ async def taken_and_rewritten(world: ShardWorld, target: Target, fault: float) -
     others = [m for m in MEMBERS if m != target.identity]
     wanted = {(kind, key) for key in target.keys for kind in ("TrafficMap", "HTTPRoute")}
 
-    def done() -> bool:
+    def missing() -> list[str]:
         ledger = world.ledger()
-        for shard in target.shards:
+        found = []
+        for shard in sorted(target.shards):
             tenures = ledger.acquired(shard, fault)
             if not tenures or tenures[0].holder != target.takers[shard]:
-                return False
-        return wanted <= ledger.written(fault, others)
+                first = tenures[0].holder if tenures else "no one"
+                found.append(f"shard {shard}: taken by {first}, not {target.takers[shard]}")
+        found += [
+            f"{kind} {key} not written"
+            for kind, key in sorted(wanted - ledger.written(fault, others))
+        ]
+        return found
 
-    return await world.until(done, 120, "the others to take its shards and write its keys")
+    try:
+        return await world.until(
+            lambda: not missing(), 120, "the others to take its shards and write its keys"
+        )
+    except AssertionError as err:
+        raise AssertionError(f"{err}: {'; '.join(missing())}") from None
 
 
 async def back(world: ShardWorld, target: Target, since: float, figure: Figure, name: str) -> None:

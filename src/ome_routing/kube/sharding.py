@@ -682,7 +682,10 @@ class ShardSet:
             self._kept[shard] = keep_until
         self._owned(shard)
         self._count()
-        log.info("acquired shard", extra={"shard": shard, "identity": self.identity})
+        log.info(
+            "acquired shard",
+            extra={"shard": shard, "identity": self.identity, "fallback": keep_until is not None},
+        )
         self._transition("acquired")
         for on_acquired in self._on_acquired:
             try:
