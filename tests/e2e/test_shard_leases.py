@@ -38,6 +38,7 @@ from test_rbac import token_kubeconfig
 from tests.chaos.relay import Relay, kubeconfig_through
 
 from ome_routing.core.shards import assign, member_lease_name, shard_lease_name
+from ome_routing.kube import lightkube_adapter
 from ome_routing.kube.fencing import NotLeader
 from ome_routing.kube.leader import ElectionSettings
 from ome_routing.kube.sharding import (
@@ -660,6 +661,52 @@ async def test_a_sharded_replica_takes_nothing_while_a_leader_of_the_groups_name
             )
     finally:
         renewing.cancel()
+
+
+async def test_a_member_lease_release_that_meets_a_conflict_reads_the_lease_again(
+    kube_client: AsyncClient, kubeconfig: Path, namespace: str
+) -> None:
+    """At shutdown a replica releases its member Lease first. A renewal the stop cut short
+    can still be written after the release read the Lease: the release's write then meets
+    a 409 from the API server. It reads the Lease again and releases it, rather than leave
+    the others preferring a stopped replica for a lease duration. Here the test writes the
+    Lease between the release's read and its write, once."""
+    name = member_lease_name(GROUP, "replica-a")
+    answers: list[int] = []
+
+    async def cut_in(request: Any, stream: bool, send: lightkube_adapter.Send) -> Any:
+        releasing = (
+            request.method == "PUT"
+            and request.url.path.endswith(f"/leases/{name}")
+            and not json.loads(request.content)["spec"].get("holderIdentity")
+        )
+        if not releasing:
+            return await send(request, stream)
+        if not answers:  # a write of the Lease lands first, as a late renewal would
+            lease = await kube_client.get(Lease, name, namespace=namespace)
+            assert lease.spec is not None
+            lease.spec.renewTime = datetime.now(UTC)
+            await kube_client.replace(lease)
+        response = await send(request, stream)
+        answers.append(response.status_code)
+        return response
+
+    client = AsyncClient(
+        KubeConfig.from_file(kubeconfig), trust_env=False, field_manager="e2e-replica"
+    )
+    lightkube_adapter.filter_sends(client, cut_in)
+    try:
+        async with replicas(client, namespace, "replica-a") as fleet:
+            await eventually(
+                lambda: _true(fleet["replica-a"].writable() == set(range(SHARDS))),
+                PATIENCE,
+                "replica-a holding every shard",
+            )
+    finally:
+        await client.close()
+    assert answers == [409, 200], answers
+    lease = await kube_client.get(Lease, name, namespace=namespace)
+    assert lease.spec is not None and lease.spec.holderIdentity is None, lease.spec
 
 
 async def test_a_member_lease_left_unrenewed_is_deleted_and_the_live_ones_are_kept(

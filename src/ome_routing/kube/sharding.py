@@ -105,7 +105,6 @@ from ome_routing.kube.leader import (
     lease_is_free,
     mark_released,
     micro_now,
-    release_lease,
 )
 from ome_routing.kube.resources import fenced_delete
 from ome_routing.metrics import RoutingMetrics
@@ -238,6 +237,11 @@ EXPIRY_MARGIN_SECONDS = 0.05
 #: Deployment comes back under a new name, so a new member Lease), and the group's list
 #: would otherwise grow by one Lease a pod for ever
 STALE_MEMBER_LEASES = 10
+#: tries of the member Lease's release at shutdown: a renewal cut short by the stop may
+#: still be written after the release read the Lease (409), so it reads it again; an
+#: unreleased member Lease would keep the others preferring this replica for a lease
+#: duration, its shards free and untaken meanwhile
+MEMBER_RELEASE_TRIES = 3
 #: the coverage Event (ours): reason, action, and who reports it
 UNOWNED_REASON = "ShardUnowned"
 UNOWNED_ACTION = "Acquire"
@@ -883,7 +887,19 @@ class ShardSet:
         )
 
     async def _release_member(self) -> None:
-        await release_lease(self._kube, self._namespace, self._member_name, self.identity)
+        for _ in range(MEMBER_RELEASE_TRIES):
+            try:
+                lease = await self._kube.get(Lease, self._member_name, namespace=self._namespace)
+                if mark_released(lease, self.identity):
+                    await self._kube.replace(lease)
+                return
+            except ApiError as err:
+                log.debug("releasing member lease %s: %s", self._member_name, _message(err))
+                if err.status.code != 409:
+                    return
+            except Exception as err:  # the API server away: the Lease expires anyway
+                log.debug("releasing member lease %s: %s", self._member_name, err)
+                return
 
     async def _shutdown(self) -> None:
         """Release the member Lease, then hand every held shard back: a member release's
