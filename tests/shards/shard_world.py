@@ -188,8 +188,7 @@ class ShardWorld:
         return views
 
     async def holders(self) -> dict[int, str | None]:
-        leases = await self.shard_leases()
-        return {s: (leases[s].holder if s in leases else None) for s in range(SHARDS)}
+        return holders_of(await self.shard_leases())
 
     async def until_assigned(
         self, members: Iterable[str], timeout: float = 90.0, what: str = ""
@@ -202,9 +201,8 @@ class ShardWorld:
         async def done() -> float | None:
             with contextlib.suppress(Exception):
                 leases = await self.shard_leases()
-                holders = {s: (leases[s].holder if s in leases else None) for s in range(SHARDS)}
                 fallback = any(lease.fallback for lease in leases.values())
-                if not fallback and at_rest(SHARDS, live, holders):
+                if not fallback and at_rest(SHARDS, live, holders_of(leases)):
                     return time.time()
             return None
 
@@ -228,6 +226,11 @@ class ShardWorld:
             return time.time() if probe() else None
 
         return await eventually(check, timeout, what)
+
+
+def holders_of(leases: dict[int, ShardLeaseView]) -> dict[int, str | None]:
+    """Each shard's live holder (None: no Lease, released or expired)."""
+    return {s: (leases[s].holder if s in leases else None) for s in range(SHARDS)}
 
 
 def shards_of(services: Iterable[str], shards: Iterable[int]) -> list[str]:

@@ -419,15 +419,25 @@ def mark_released(lease: Lease, identity: str) -> bool:
     return True
 
 
-async def release_lease(client: AsyncClient, namespace: str, name: str, identity: str) -> None:
+async def release_lease(
+    client: AsyncClient, namespace: str, name: str, identity: str, *, tries: int = 1
+) -> None:
     """Read the Lease and give it up if `identity` holds it; best effort (an error is
-    logged at debug): a Lease not released expires anyway."""
-    try:
-        lease = await client.get(Lease, name, namespace=namespace)
-        if mark_released(lease, identity):
-            await client.replace(lease)
-    except Exception as err:
-        log.debug("releasing lease %s: %s", name, err)
+    logged at debug): a Lease not released expires anyway. A conflict (the Lease written
+    between the read and the write) reads it again, up to `tries` reads in all."""
+    for _ in range(tries):
+        try:
+            lease = await client.get(Lease, name, namespace=namespace)
+            if mark_released(lease, identity):
+                await client.replace(lease)
+            return
+        except ApiError as err:
+            log.debug("releasing lease %s: %s", name, err.status.message or err)
+            if err.status.code != 409:
+                return
+        except Exception as err:
+            log.debug("releasing lease %s: %s", name, err)
+            return
 
 
 def _failed_with(task: asyncio.Task[Any], kind: type[BaseException]) -> bool:

@@ -105,6 +105,7 @@ from ome_routing.kube.leader import (
     lease_is_free,
     mark_released,
     micro_now,
+    release_lease,
 )
 from ome_routing.kube.resources import fenced_delete
 from ome_routing.metrics import RoutingMetrics
@@ -887,19 +888,13 @@ class ShardSet:
         )
 
     async def _release_member(self) -> None:
-        for _ in range(MEMBER_RELEASE_TRIES):
-            try:
-                lease = await self._kube.get(Lease, self._member_name, namespace=self._namespace)
-                if mark_released(lease, self.identity):
-                    await self._kube.replace(lease)
-                return
-            except ApiError as err:
-                log.debug("releasing member lease %s: %s", self._member_name, _message(err))
-                if err.status.code != 409:
-                    return
-            except Exception as err:  # the API server away: the Lease expires anyway
-                log.debug("releasing member lease %s: %s", self._member_name, err)
-                return
+        await release_lease(
+            self._kube,
+            self._namespace,
+            self._member_name,
+            self.identity,
+            tries=MEMBER_RELEASE_TRIES,
+        )
 
     async def _shutdown(self) -> None:
         """Release the member Lease, then hand every held shard back: a member release's
