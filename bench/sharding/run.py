@@ -6,7 +6,10 @@ homes answer from an in-process reporter whose count the bench changes (a fast p
 samples 1, quorum 1, period 1s). In one run:
 
 1. **The single leader** (today's default: `--leader-elect`, one process), started before
-   any service exists (its resident memory then is the idle process's), then the services.
+   any service exists (its resident memory then is the idle process's), then the services;
+   then a second leader, started over the services as every sharded set is: the
+   reference of every ratio (a process started before the services ends with less
+   resident memory for the same work).
 2. **Sharded**, `--sharding --shards N`, with 1, 2 and 3 replicas, each set started afresh
    over the same services.
 
@@ -600,6 +603,16 @@ async def main_async(
             f"created {len(load.keys)} services ({load.homes} homes) in {time.monotonic() - started:.1f}s"
         )
         figures["leader_converge_seconds"] = round(await converge(client, [leader], load, args), 1)
+        figures["leader_before_load"] = await steady(
+            client, plane, [leader], args.steady_seconds, sharded=False
+        )
+        await leader.stop()
+        running.clear()
+        # the reference: a leader started over the services, as every sharded set is (one
+        # started before them, as above, ends with less resident memory for the same work)
+        leader = await start_replica(workdir, plane, "leader-2", args, sharded=False)
+        running.append(leader)
+        await converge(client, [leader], load, args)
         figures["leader"] = await steady(
             client, plane, [leader], args.steady_seconds, sharded=False
         )
@@ -706,6 +719,8 @@ def table(figures: dict[str, Any]) -> str:
                 f"| {server:.3f} | {data['lease_writes_per_second']:.1f} |"
             )
 
+    if "leader_before_load" in figures:
+        rows("single leader, started before the services", figures["leader_before_load"], 1)
     rows("single leader", figures["leader"], 1)
     for count, data in figures["sharded"].items():
         rows(f"sharded x{count}", data, int(count))

@@ -169,7 +169,7 @@ class TestShardingGrant:
         docs = render(sharded(3))
         shards = tuple(f"ome-routing-controller-shard-{n}" for n in range(3))
         assert lease_rules(docs) == {
-            ((), ("create", "list")),
+            ((), ("create", "list", "watch")),
             (shards, ("get", "update")),
             # the member Lease, whose name holds a hash of the pod's identity (and the
             # leader Lease of the group's name, read to keep off a leader's keys); delete:

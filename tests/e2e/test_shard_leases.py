@@ -884,3 +884,62 @@ async def test_a_live_member_that_leaves_its_shards_free_loses_them_only_after_i
             history, dict.fromkeys(everything, "replica-a"), taken, everything
         )
         assert a.gauge("ome_routing_shards_unowned") == 0
+
+
+class CountedLists(ShardSet):
+    """A `ShardSet` that counts its turns' lists, each once it is in: before the turn
+    notes what it listed (the same step of the event loop)."""
+
+    lists = 0
+
+    async def _list(self) -> list[Lease]:
+        listed = await super()._list()
+        self.lists += 1
+        return listed
+
+
+async def test_a_replica_sees_another_replicas_renewals_as_they_are_written_between_its_lists(
+    kube_client: AsyncClient, namespace: str
+) -> None:
+    """Each replica watches the group's Leases, so another replica's renewal restarts that
+    Lease's clock in its view when it is written, not at its own next list. A replica
+    with slow turns (a 10 s retry period: it lists at another's expiry in its view, about
+    every 4 s) sees the renewals of one that renews every 0.5 to 1.1 s between its lists."""
+    slow = ElectionSettings(lease_duration=40.0, renew_deadline=30.0, retry_period=10.0)
+    member = member_lease_name(GROUP, "replica-a")
+    async with replicas(kube_client, namespace, "replica-a"):
+        watcher = CountedLists(
+            kube_client,
+            namespace=namespace,
+            group=GROUP,
+            identity="replica-w",
+            shards=SHARDS,
+            settings=slow,
+        )
+        task = asyncio.create_task(watcher.run(), name="replica-w")
+        try:
+
+            def seen() -> tuple[int, datetime | None]:
+                observed = watcher._observed.get(member)
+                return watcher.lists, observed.renew_time if observed is not None else None
+
+            await eventually(
+                lambda: _true(seen()[1] is not None), PATIENCE, "the watcher's first list"
+            )
+            between_lists: list[datetime | None] = []
+            last = seen()
+            loop = asyncio.get_running_loop()
+            until = loop.time() + PATIENCE
+            while len(between_lists) < 3 and loop.time() < until:
+                await asyncio.sleep(0.02)
+                now = seen()
+                if now[0] == last[0] and now[1] != last[1]:
+                    between_lists.append(now[1])
+                last = now
+            assert len(between_lists) >= 3, (between_lists, watcher.lists)
+            lease = await kube_client.get(Lease, member, namespace=namespace)
+            assert lease.spec is not None and lease.spec.renewTime is not None
+            assert max(t for t in between_lists if t) <= lease.spec.renewTime
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

@@ -102,16 +102,17 @@ async def open_watch(
     all_namespaces: bool,
     params: dict[str, Any],
     read_timeout: float,
+    namespace: str | None = None,
 ) -> httpx2.Response:
-    """Send a watch request of `resource` (across every namespace if `all_namespaces`)
-    with `params`, through the client's request layer (the path, the auth, the client's
+    """Send a watch request of `resource` (across every namespace if `all_namespaces`,
+    else in `namespace`, or the client's own when None) with `params`, through the client's request layer (the path, the auth, the client's
     filter), whose read timeout is `read_timeout` (the other timeouts are the client's
     for watches). Returns the answer, streamed and unchecked: its caller closes it."""
     requests = client._client
     request = requests.prepare_request(
         "list",
         resource,
-        namespace=ALL_NS if all_namespaces else None,
+        namespace=ALL_NS if all_namespaces else namespace,
         watch=True,
         params=params,
     )

@@ -30,7 +30,12 @@ elector's (`kube.leader.jittered`), or sooner, just after the first expiry of an
 replica's Lease in its view (`next_turn_in`): renew the member Lease (create it when missing);
 list the group's Leases by label, in one call; judge each Lease's liveness on this
 replica's own monotonic clock from when it last saw its holder or renewTime change (as
-`kube.leader.lease_is_free`, so clock skew between replicas does not matter); assign
+`kube.leader.lease_is_free`, so clock skew between replicas does not matter), seen as it
+is written: a watch of the group's Leases (`kube.watching.Informer`) notes every change
+between turns too, so another replica's Lease expires in this view a lease duration after
+its last renewal, not after the next list that showed it (a list answered later than the
+watch's newer version changes nothing; a watch that fails lists again, and meanwhile the
+turns' lists keep the view as before); assign
 the shards over the live members and itself, given each shard's live holder
 (`core.shards.assign`: every replica that lists the same Leases gets the same answer,
 and a shard released on its way to its new member is still sent to that member, so a
@@ -108,6 +113,7 @@ from ome_routing.kube.leader import (
     release_lease,
 )
 from ome_routing.kube.resources import fenced_delete
+from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.metrics import RoutingMetrics
 
 log = logging.getLogger(__name__)
@@ -290,6 +296,17 @@ class ShardSet:
         self._mine: dict[int, Lease] = {}
         #: every Lease of the group as last seen, by name, on this replica's clock
         self._observed: dict[str, Observation] = {}
+        #: the newest resourceVersion seen of each Lease of the group, by name
+        self._versions: dict[str, int] = {}
+        #: a watch of the group's Leases: each renewal is seen as it is written
+        self._leases = Informer(
+            client,
+            Lease,
+            self._seen,
+            namespaced=True,
+            namespace=namespace,
+            labels={GROUP_LABEL: group},
+        )
         #: when (monotonic) each shard with no live holder became so, in this replica's view
         self._unowned_since: dict[int, float] = {}
         #: shards taken although another member was preferred: not handed over before then
@@ -361,6 +378,7 @@ class ShardSet:
         within about 3 x `ON_LOST_GRACE_SECONDS`."""
         self._task = asyncio.current_task()
         deadlines = asyncio.create_task(self._keep_deadlines(), name="shard deadlines")
+        watch = asyncio.create_task(self._leases.run(), name="shard lease watch")
         try:
             while True:
                 await self._turn()
@@ -374,6 +392,7 @@ class ShardSet:
                         await self._wake.wait()
         finally:
             deadlines.cancel()
+            watch.cancel()
             if self._abandoned:
                 for task in self._background:
                     task.cancel()
@@ -513,7 +532,20 @@ class ShardSet:
 
     # --- Leases seen --------------------------------------------------------------------
 
+    def _seen(self, key: ObjectKey, _old: RawObject | None, new: RawObject | None) -> None:
+        """A Lease of the group as the watch brings it (a deletion: the next list says)."""
+        if new is not None:
+            self._observe(key[1], cast(Lease, Lease.from_dict(new)), self._clock())
+
     def _observe(self, name: str, lease: Lease, now: float) -> None:
+        """Note the Lease as seen at `now`: a change of its holder or renewTime restarts
+        its clock. A version older than one seen already (a list answered after the
+        watch brought a renewal) changes nothing."""
+        version = _version_number(lease)
+        if version is not None:
+            if version < self._versions.get(name, version):
+                return
+            self._versions[name] = version
         spec = lease.spec or LeaseSpec()
         holder, renew = spec.holderIdentity, spec.renewTime
         previous = self._observed.get(name)
@@ -865,6 +897,7 @@ class ShardSet:
         one deletes it and the others find it gone (404)."""
         observed = self._observed.pop(name, None)
         self._changes.pop(name, None)
+        self._versions.pop(name, None)
         idle = now - observed.seen_change_at if observed is not None else 0.0
         meta = lease.metadata or ObjectMeta()
         async with self._requests:
@@ -999,6 +1032,13 @@ def _mark_fallback(lease: Lease, fallback: bool) -> None:
         annotations.pop(FALLBACK_ANNOTATION, None)
     meta.annotations = annotations or None
     lease.metadata = meta
+
+
+def _version_number(lease: Lease) -> int | None:
+    """The Lease's resourceVersion as a number (etcd's are increasing integers), or None
+    when it is not one: then every version counts as new."""
+    version = lease.metadata.resourceVersion if lease.metadata else None
+    return int(version) if version and version.isdigit() else None
 
 
 def _shard_number(label: str | None) -> int | None:

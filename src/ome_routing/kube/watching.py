@@ -26,6 +26,9 @@ One informer may serve several reconcilers (`add_handler`): the routing controll
 the publisher share one watch and one cache of each kind they both read, rather than
 holding every map and service twice.
 
+An informer may be limited by a label selector (`labels`) and, for a namespaced kind, to
+one namespace (`namespace`; by default it lists and watches every namespace).
+
 **A watch never stalls unnoticed.** The API side is not trusted to speak up: a watch
 connection that dies without a reset (a NAT or load balancer that drops idle flows, an
 API server that hangs) would otherwise freeze the cache while every fresh request still
@@ -207,10 +210,13 @@ class Informer:
         packed: bool = False,
         page: int = LIST_PAGE,
         labels: dict[str, Any] | None = None,
+        namespace: str | None = None,
         timing: WatchTiming = WATCH_TIMING,
         rng: random.Random | None = None,
     ) -> None:
         self._kube = client
+        #: of a namespaced kind, the one namespace listed and watched (None: every one)
+        self._namespace = namespace
         #: a label selector for the list and every watch (lightkube's `labels`)
         self._labels = labels
         #: see `WATCH_IDLE_TIMEOUT` and `MIN_WATCH_TIMEOUT`
@@ -295,7 +301,10 @@ class Informer:
         selector: dict[str, Any] = {} if self._labels is None else {"labels": self._labels}
         listing = (
             self._kube.list(
-                self._resource, namespace=ALL_NAMESPACES, chunk_size=self._page, **selector
+                self._resource,
+                namespace=self._namespace or ALL_NAMESPACES,
+                chunk_size=self._page,
+                **selector,
             )
             if self._namespaced
             else self._kube.list(self._resource, chunk_size=self._page, **selector)
@@ -358,7 +367,8 @@ class Informer:
         response = await lightkube_adapter.open_watch(
             self._kube,
             self._resource,
-            all_namespaces=self._namespaced,
+            all_namespaces=self._namespaced and self._namespace is None,
+            namespace=self._namespace,
             params=params,
             read_timeout=self.idle_timeout,
         )
