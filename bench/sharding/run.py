@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -789,11 +790,21 @@ def main() -> None:
     )
     parser.add_argument("--quiet-seconds", type=float, default=10)
     parser.add_argument("--converge-limit", type=float, default=300)
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="keep the replicas' logs and values file here (default: a temporary directory)",
+    )
     args = parser.parse_args()
     tools = ensure_tools(progress=log)
     started = time.monotonic()
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
     with (
-        tempfile.TemporaryDirectory(prefix="sharding-bench-") as tmp,
+        contextlib.nullcontext(str(args.workdir))
+        if args.workdir is not None
+        else tempfile.TemporaryDirectory(prefix="sharding-bench-") as tmp,
         LocalControlPlane(tools=tools) as plane,
         nginx_reporter("~ /capacity$") as endpoint,
     ):

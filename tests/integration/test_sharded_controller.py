@@ -268,3 +268,50 @@ async def test_a_lost_shard_refuses_the_rest_of_the_reconcile_and_drops_the_key_
     assert w.homes_of(keys[0]) == []
     assert [r for r in caplog.records if r.getMessage() == "Reconciler error"] == []
     assert any(r.getMessage() == "shard no longer held: key dropped" for r in caplog.records)
+
+
+async def test_an_acquired_shards_homes_are_polled_before_a_worker_reaches_its_keys(
+    world: Callable[[list[Key]], Awaitable[World]],
+) -> None:
+    """At an acquisition the homes of the shard's services are polled at once, not when a
+    worker reaches each key (a takeover's ceilings come a period after it, not after the
+    queue): here every worker is held in a write of another shard's services, and the new
+    shard's homes are polled all the same. Lost before a worker reached its keys, a shard
+    lets their homes go."""
+    values = yaml.safe_load((EXAMPLES / "values.yaml").read_text())
+    workers = config_from_values(values).observer.max_concurrent_reconciles
+    split = services_in(FakeShards(SHARDS), [0, 1, 2], each=workers)
+    busy, arriving, leaving = split[0], split[1][:2], split[2][:2]
+    w = await world([*busy, *arriving, *leaving])
+    held: list[Write] = []
+    release = asyncio.Event()
+
+    async def hold_the_busy(write: Write) -> None:
+        if (write.namespace, write.name) in busy:
+            held.append(write)
+            await release.wait()
+
+    w.api.hold = hold_the_busy
+    try:
+        w.shards.acquire(0)
+        await w.api.until(lambda: len(held) == workers)  # every worker in a write
+
+        w.shards.acquire(1)
+        await w.api.until(lambda: all(len(w.polls_of(k)) >= 2 for k in arriving))
+        # polled while every worker was still in its write (a write's deadline frees them)
+        assert w.controller is not None and w.controller._queue._active == set(busy)
+        for key in arriving:
+            assert w.api.writes_of(*key) == []
+            assert len(w.homes_of(key)) == 2
+
+        w.shards.acquire(2)
+        await w.api.until(lambda: all(len(w.homes_of(k)) == 2 for k in leaving))
+        await w.shards.lose(2)
+        for key in leaving:
+            assert w.homes_of(key) == []
+    finally:
+        release.set()
+    await w.api.until(lambda: all(w.map_written(k) for k in [*busy, *arriving]))
+    for key in leaving:
+        assert w.api.writes_of(*key) == []
+        assert w.homes_of(key) == []

@@ -147,7 +147,7 @@ class Controller:
             ShardWork(
                 shards,
                 keys=self._cached_keys,
-                enqueue=self._queue.add,
+                enqueue=self._arrived,
                 drop=self._drop,
                 grace=WRITE_GRACE_SECONDS,
                 name="placement-routing",
@@ -226,17 +226,36 @@ class Controller:
         """
         assert self._isvcs is not None and self._maps is not None
         shards = self._shards
-        for key, isvc in self._isvcs.cache.items():
+        for key in list(self._isvcs.cache):
             if shards is not None and shards.tenure(key) is None:
                 continue  # another replica's (or nobody's yet)
-            try:
-                decision = reconcile.plan(isvc, self._maps.cache.get(key), self._config)
-            except Exception:  # the reconcile meets it again, and reports it
-                continue
-            if isinstance(decision, Routed):
-                self._sync_homes(key, decision)
-                if self._probes is not None:
-                    self._probes.sync(key, decision, self._maps.cache.get(key))
+            self._hold_homes(key)
+
+    def _hold_homes(self, key: ServiceKey) -> None:
+        """Hand the observer (and the prober) the homes of one routed service, as its
+        reconcile would, without writing anything."""
+        assert self._isvcs is not None and self._maps is not None
+        isvc = self._isvcs.cache.get(key)
+        if isvc is None:
+            return
+        try:
+            decision = reconcile.plan(isvc, self._maps.cache.get(key), self._config)
+        except Exception:  # the reconcile meets it again, and reports it
+            return
+        if isinstance(decision, Routed):
+            self._sync_homes(key, decision)
+            if self._probes is not None:
+                self._probes.sync(key, decision, self._maps.cache.get(key))
+
+    def _arrived(self, key: ServiceKey) -> None:
+        """A key of a shard just acquired (sharded): its homes are polled at once, before
+        its first pass, which so finds the first readings in (one map write the fewer,
+        and the ceilings a period after the acquisition rather than after the key's wait
+        in the queue); then its pass is queued. Before the controller has started, only
+        queued: the start holds the homes of every key of a shard held then."""
+        if self.synced.is_set():
+            self._hold_homes(key)
+        self._queue.add(key)
 
     async def _resync(self) -> None:
         while True:

@@ -7,7 +7,9 @@ that tenure for every request the work makes (`writing_for`: the replica's one
 `FencedClient` asks it) and counts the work underway per shard.
 
 When a shard is acquired, every cached key of it is handed to the reconciler once
-(coalesced: the acquisitions of one turn of the event loop cost one pass over the keys).
+(coalesced: the acquisitions of one turn of the event loop cost one pass over the keys),
+and counts as worked on under its tenure from then: the reconciler may keep state for it
+at once (the routing controller starts its homes' polls before its first pass).
 When a tenure ends, the shard is let go at once (no new work on it starts), the work
 underway on it is awaited for at most `grace` seconds (on a handover the gate is still
 open, so those reconciles finish their writes), and then every key worked on under it is
@@ -147,7 +149,9 @@ class ShardWork:
         arrived, self._arrived = self._arrived, set()
         shards = self.owner.shards
         for key in list(self._keys()):
-            if shard_of(key[0], key[1], shards) in arrived:
+            shard = shard_of(key[0], key[1], shards)
+            if shard in arrived:
+                self._worked.setdefault(shard, set()).add(key)
                 self._enqueue(key)
 
     async def _lost(self, shard: int) -> None:
