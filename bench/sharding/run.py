@@ -455,8 +455,15 @@ async def failover(
             await watch.next_change(1.0)
 
     async def fresh() -> float:
+        # a map the new holder first writes after `quorum` polls (or not at all: the same
+        # weights) never shows a home without a ceiling: once every shard is held again,
+        # `quorum` + 2 periods later such a map is counted as having kept its ceiling
         while not timed <= ceilings.fresh_at.keys():
-            if time.monotonic() - killed > limit:
+            now = time.monotonic() - killed
+            if now > limit:
+                break
+            settled = held_task.done() and now > held_task.result() + (args.quorum + 2) * period
+            if settled and not {k for k in timed if k in ceilings.lost_at} - set(ceilings.fresh_at):
                 break
             await asyncio.sleep(0.1)
         return time.monotonic() - killed
@@ -502,7 +509,12 @@ async def failover(
         else None,
         "fresh_after_taken_max_seconds": round(max(window_times), 1) if window_times else None,
         "services_timed": len(timed),
-        "services_without_a_fresh_ceiling": len(timed) - len(fresh_times),
+        # lost its ceiling and never had it back within the limit: a failure
+        "services_without_a_fresh_ceiling": len(
+            {k for k in timed if k in ceilings.lost_at} - ceilings.fresh_at.keys()
+        ),
+        # never without a ceiling: the new holder's first write came after `quorum` polls
+        "services_that_kept_their_ceiling": len({k for k in timed if k not in ceilings.lost_at}),
         "target_seconds": args.timing.lease + args.quorum * period,
         "quorum_periods_seconds": args.quorum * period,
         "shards_moved_between_others": len(between),
@@ -751,7 +763,8 @@ def table(figures: dict[str, Any]) -> str:
         f"{f['unowned_bound_seconds']:g} s) |",
         f"| every map with a fresh ceiling (p50, all; target {f['target_seconds']:g} s) "
         f"| {f['fresh_ceiling_p50_seconds']}, {f['fresh_ceiling_all_seconds']} s"
-        f" ({f['services_without_a_fresh_ceiling']} without) |",
+        f" ({f.get('services_that_kept_their_ceiling', 0)} kept theirs throughout, "
+        f"{f['services_without_a_fresh_ceiling']} without) |",
         f"| the same from the shard's new holder (p50, max; bound {f['quorum_periods_seconds']:g} s) "
         f"| {f['fresh_after_taken_p50_seconds']}, {f['fresh_after_taken_max_seconds']} s |",
         f"| the others' change to write, before / during, not moved (p50, max; trials) "
