@@ -89,3 +89,17 @@ def test_a_deletion_the_watch_brings_changes_nothing_until_a_list_says() -> None
     clock.now += 1
     replica._seen(("routing", NAME), member("11", 3).to_dict(), None)
     assert replica._observed[NAME].seen_change_at == 1000.0
+
+
+def test_a_lease_the_watch_brings_that_cannot_be_read_changes_nothing() -> None:
+    """Left to the turns' lists: the handler neither raises (which would end the watch)
+    nor notes anything."""
+    clock = Clock()
+    replica = a_replica(clock)
+    replica._seen(("routing", NAME), None, member("11", 3).to_dict())
+    garbled = member("12", 4).to_dict()
+    garbled["spec"]["renewTime"] = "not a time"
+    clock.now += 1
+    replica._seen(("routing", NAME), None, garbled)
+    assert replica._observed[NAME].seen_change_at == 1000.0
+    assert replica._changes[NAME] == 1

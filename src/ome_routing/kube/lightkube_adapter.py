@@ -105,9 +105,10 @@ async def open_watch(
     namespace: str | None = None,
 ) -> httpx2.Response:
     """Send a watch request of `resource` (across every namespace if `all_namespaces`,
-    else in `namespace`, or the client's own when None) with `params`, through the client's request layer (the path, the auth, the client's
-    filter), whose read timeout is `read_timeout` (the other timeouts are the client's
-    for watches). Returns the answer, streamed and unchecked: its caller closes it."""
+    else in `namespace`, or the client's own when None) with `params`, through the
+    client's request layer (the path, the auth, the client's filter), whose read timeout
+    is `read_timeout` (the other timeouts are the client's for watches). Returns the
+    answer, streamed and unchecked: its caller closes it."""
     requests = client._client
     request = requests.prepare_request(
         "list",

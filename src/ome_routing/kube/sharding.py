@@ -533,9 +533,15 @@ class ShardSet:
     # --- Leases seen --------------------------------------------------------------------
 
     def _seen(self, key: ObjectKey, _old: RawObject | None, new: RawObject | None) -> None:
-        """A Lease of the group as the watch brings it (a deletion: the next list says)."""
-        if new is not None:
-            self._observe(key[1], cast(Lease, Lease.from_dict(new)), self._clock())
+        """A Lease of the group as the watch brings it (a deletion: the next list says).
+        One this cannot read is left to the turns' lists, and the watch goes on."""
+        if new is None:
+            return
+        try:
+            lease = cast(Lease, Lease.from_dict(new))
+            self._observe(key[1], lease, self._clock())
+        except Exception as err:
+            log.debug("watching shard leases: %s: %s", key[1], err)
 
     def _observe(self, name: str, lease: Lease, now: float) -> None:
         """Note the Lease as seen at `now`: a change of its holder or renewTime restarts
