@@ -68,6 +68,7 @@ BENCHES = [
         "| SIGKILL one of 3 | value |",
         NGINX,
     ),
+    Bench("list_pages/run.py", "--services 5 --pages 3,2 --rounds 1", "| page | cached |"),
     Bench(
         "publisher_latency/run.py",
         "--services 1 --trials 1",
