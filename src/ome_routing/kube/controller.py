@@ -238,14 +238,15 @@ class Controller:
         isvc = self._isvcs.cache.get(key)
         if isvc is None:
             return
+        tmap = self._maps.cache.get(key)  # one decode: a reconcile reads it once too
         try:
-            decision = reconcile.plan(isvc, self._maps.cache.get(key), self._config)
+            decision = reconcile.plan(isvc, tmap, self._config)
         except Exception:  # the reconcile meets it again, and reports it
             return
         if isinstance(decision, Routed):
             self._sync_homes(key, decision)
             if self._probes is not None:
-                self._probes.sync(key, decision, self._maps.cache.get(key))
+                self._probes.sync(key, decision, tmap)
 
     def _arrived(self, key: ServiceKey) -> None:
         """A key of a shard just acquired (sharded): its homes are polled at once, before
