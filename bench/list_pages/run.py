@@ -80,13 +80,12 @@ async def create_services(kubeconfig: Path, count: int) -> None:
         await bounded(
             [client.create(InferenceService.from_dict(isvc(ns, n, None))) for ns, n in services]
         )
-        homes = {c: f"http://127.0.0.1:1/{{ns}}/{{n}}/{c}" for c in CLUSTERS}
         await bounded(
             [
                 client.patch(
                     InferenceService.Status,
                     n,
-                    placement({c: url.format(ns=ns, n=n) for c, url in homes.items()}),
+                    placement({c: f"http://127.0.0.1:1/{ns}/{n}/{c}" for c in CLUSTERS}),
                     namespace=ns,
                     patch_type=PatchType.MERGE,
                 )
