@@ -259,6 +259,18 @@ async def eventually(
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
+def log_fields(log: str, message: str) -> list[dict[str, Any]]:
+    """The fields of each line of a controller's console log whose message is `message`,
+    in order (a line is time, level, logger, message and its fields' JSON, tab-separated;
+    a line without fields gives {})."""
+    found: list[dict[str, Any]] = []
+    for line in log.splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 4 and parts[3] == message:
+            found.append(json.loads(parts[4]) if len(parts) > 4 else {})
+    return found
+
+
 def entry(tmap: dict[str, Any] | None, cluster: str) -> dict[str, Any]:
     assert tmap is not None
     return next(e for e in tmap["spec"]["entries"] if e["cluster"] == cluster)

@@ -27,6 +27,7 @@ from controller_harness import (
     eventually,
     get_map,
     kubectl,
+    log_fields,
 )
 from journal_harness import (
     JOURNAL_ON,
@@ -105,12 +106,11 @@ async def test_a_dropped_reading_is_journalled_and_history_prints_it(
         "worker-b weight none -> N: home added",
     ]
     # the same facts in one log line
-    line = next(
+    fields = next(
         logged
-        for logged in process.log.splitlines()
-        if "trafficmap entry changed" in logged and event["note"] in logged
+        for logged in log_fields(process.log, "trafficmap entry changed")
+        if logged["note"] == event["note"]
     )
-    fields = json.loads(line.split("\t")[-1])
     assert fields | {"note": ""} == {
         "trafficmap": f"{namespace}/svc",
         "home": "worker-b",

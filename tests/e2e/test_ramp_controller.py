@@ -26,6 +26,7 @@ from controller_harness import (
     get_map,
     isvc_manifest,
     kubectl,
+    log_fields,
     place,
 )
 from lightkube import AsyncClient
@@ -208,8 +209,4 @@ async def test_a_bad_annotation_is_logged_once_and_the_service_does_not_ramp(
 
 def tenures_of(log: str, shard: int) -> int:
     """How many times the log says its replica acquired `shard`."""
-    return sum(
-        1
-        for line in log.splitlines()
-        if "\tacquired shard\t" in line and json.loads(line.split("\t")[-1])["shard"] == shard
-    )
+    return sum(1 for fields in log_fields(log, "acquired shard") if fields["shard"] == shard)

@@ -10,7 +10,6 @@ shards and routes its services (a new placement of each is written by it).
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from controller_harness import (
     get_map,
     isvc_manifest,
     kubectl,
+    log_fields,
     place,
 )
 from lightkube import AsyncClient
@@ -49,11 +49,8 @@ def sharded(command: list[str]) -> list[str]:
 def generated(process: ControllerProcess) -> dict[str, list[str]]:
     """isvc -> the `op` of each `trafficmap generated` line of the replica, in order."""
     found: dict[str, list[str]] = {}
-    for line in process.log.splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 5 and parts[3] == "trafficmap generated":
-            fields = json.loads(parts[4])
-            found.setdefault(fields["isvc"], []).append(fields["op"])
+    for fields in log_fields(process.log, "trafficmap generated"):
+        found.setdefault(fields["isvc"], []).append(fields["op"])
     return found
 
 

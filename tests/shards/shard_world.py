@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -25,7 +24,7 @@ from typing import Any
 
 from audit import AuditTail
 from contract import FALLBACK_ANNOTATION, GROUP_LABEL, ROLE_LABEL, SHARD_LABEL, at_rest, shard_of
-from controller_harness import ControllerProcess, eventually
+from controller_harness import ControllerProcess, eventually, log_fields
 from fencing_world import ENDPOINT
 from fleet import CONTROLLER_NAMESPACE, LEASE, NAMESPACE, Fleet
 from ledger import Ledger
@@ -81,14 +80,8 @@ class Replica:
         return None
 
     def logged(self, message: str) -> list[dict[str, Any]]:
-        """The fields of each line of its log with this message (the console format:
-        stamp, level, logger, message, fields as JSON, separated by tabs)."""
-        found = []
-        for line in self.process.log.splitlines():
-            parts = line.split("\t")
-            if len(parts) >= 4 and parts[3] == message:
-                found.append(json.loads(parts[4]) if len(parts) > 4 else {})
-        return found
+        """The fields of each line of its log with this message."""
+        return log_fields(self.process.log, message)
 
 
 @dataclass(frozen=True)
