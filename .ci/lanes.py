@@ -13,7 +13,8 @@ so suites in different lanes share nothing but the tool cache, whose builds are 
 The lanes (see docs/developing.md, "CI times"):
 
 - pure: `make check`, unit, integration, fuzz and the compiled run (no tools needed), then
-  bench (the control plane and the gateways; gateway group).
+  bench (the control plane), then bench-gateway (the one bench that runs the gateways,
+  `-k gateway_split`: it waits for their build, in the gateway group).
 - tools: the Go tools, niced, one set at a time in the order the suites need them (the
   cache has one lock, so two builds never run at once anyway): the control plane and the
   Gateway API's CRDs, as root the node's binaries, the gateways, promtool, then `dev
@@ -98,6 +99,9 @@ E2E_SHARDED = tuple(
 
 #: e2e-sharded's two steps (every other file): each about as long as a half of tests/e2e
 E2E_SHARDED_HALVES = (E2E_SHARDED[0::2], E2E_SHARDED[1::2])
+#: the one bench that runs the gateways (tests/bench: `Bench.gateways`), run apart with
+#: `-k`: the others need no gateway, so cold they do not wait for the gateways' build
+GATEWAY_BENCH = "gateway_split"
 #: the files that run alone (`chaos-quiet`): their figures are ones load lowers (the
 #: shards' kill test bounds the time until a killed replica's maps follow again)
 CHAOS_QUIET = (
@@ -142,8 +146,12 @@ def pytest_step(
     exclusive: str | None = None,
     alone: bool = False,
     env: dict[str, str] | None = None,
+    select: str | None = None,
 ) -> Step:
+    """A pytest run of `paths` (with `select`, only the tests `-k` selects)."""
     argv = [str(BIN / "pytest"), *paths, "-q", "-p", "no:cacheprovider", "--durations=20"]
+    if select is not None:
+        argv += ["-k", select]
     return Step(
         name, argv, needs=needs, exclusive=exclusive, pytest=True, alone=alone, env=env or {}
     )
@@ -207,10 +215,18 @@ def plan() -> dict[str, list[Step]]:
             pytest_step("integration", "tests/integration"),
             pytest_step("fuzz", "tests/fuzz"),
             Step("compiled", ["make", "--no-print-directory", "test-compiled"], pytest=True),
-            # the benches use the control plane and the gateways (not promtool): warm, they
-            # take the gateway group before tests/gateway does; cold, they wait for the
-            # gateways' build
-            pytest_step("bench", "tests/bench", needs=gateways, exclusive="gateway"),
+            # the benches use the control plane (not promtool), and one of them the
+            # gateways: it runs apart, so that cold the others do not wait for the gateways'
+            # build (tests/bench/conftest.py builds them only for it); warm, it takes the
+            # gateway group before tests/gateway does
+            pytest_step("bench", "tests/bench", needs=plane, select=f"not {GATEWAY_BENCH}"),
+            pytest_step(
+                "bench-gateway",
+                "tests/bench",
+                needs=gateways,
+                exclusive="gateway",
+                select=GATEWAY_BENCH,
+            ),
         ],
         "tools": [
             build_step("tools-control-plane", dev_tools("control-plane")),

@@ -8,7 +8,8 @@ is declared by each suite's conftest with `register`:
 - every test under the suite's folder gets the suite's markers, before `-m` selects on them;
 - when any of the suite's tests is to run (not with `--collect-only`), the suite's
   `prepare` runs once, after collection and before the first test, with a `progress`
-  callback that prints `[label] message` lines.
+  callback that prints `[label] message` lines; then its `prepare_selected`, if it has
+  one, given the suite's tests that are to run too: for what only some of them need.
 
 This module is a pytest plugin, registered by the repository's conftest.py.
 """
@@ -31,6 +32,7 @@ class Suite:
     markers: tuple[str, ...]
     prepare: Callable[[Progress], None]
     label: str
+    prepare_selected: Callable[[Progress, Sequence[pytest.Item]], None] | None = None
 
 
 _SUITES: dict[Path, Suite] = {}
@@ -42,9 +44,11 @@ def register(
     prepare: Callable[[Progress], None],
     *,
     label: str = "dev tools",
+    prepare_selected: Callable[[Progress, Sequence[pytest.Item]], None] | None = None,
 ) -> None:
-    """Declare a suite: the tests under `folder` get `markers`; `prepare` runs before them."""
-    _SUITES[folder] = Suite(folder, tuple(markers), prepare, label)
+    """Declare a suite: the tests under `folder` get `markers`; `prepare` runs before them,
+    then `prepare_selected` (given the suite's tests that are to run)."""
+    _SUITES[folder] = Suite(folder, tuple(markers), prepare, label, prepare_selected)
 
 
 def _in_suite(item: pytest.Item, suite: Suite) -> bool:
@@ -66,7 +70,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     for suite in _SUITES.values():
-        if not any(_in_suite(item, suite) for item in session.items):
+        selected = [item for item in session.items if _in_suite(item, suite)]
+        if not selected:
             continue
 
         def progress(message: str, label: str = suite.label) -> None:
@@ -76,3 +81,5 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 print(f"[{label}] {message}", file=sys.stderr, flush=True)
 
         suite.prepare(progress)
+        if suite.prepare_selected is not None:
+            suite.prepare_selected(progress, selected)

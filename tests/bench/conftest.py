@@ -2,15 +2,20 @@
 
 Every test here is marked `bench`. Before the first, what the benches build or install is
 made ready, so that a first build is not cut by a test's timeout: the control plane's
-binaries and the Gateway API's CRDs, the gateways' binaries (as root, who alone runs them),
-and Debian's nginx-light and wrk (as root; another user has the tests that need them skip).
+binaries and the Gateway API's CRDs, Debian's nginx-light and wrk (as root; another user
+has the tests that need them skip), and the gateways' binaries (as root, who alone runs
+them) when a bench that runs the gateways is among the tests to run: `make test` runs that
+one (`-k gateway_split`) apart from the others, which need no gateway and so do not wait
+for the gateways' build.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from tests.plane_fixtures import prepare_tools
 from tests.suite_hooks import Progress, register
 
@@ -27,9 +32,20 @@ def _prepare(progress: Progress) -> None:
     prepare_tools(progress)
     ensure_gateway_api_crds(progress=progress)
     if os.geteuid() == 0:
-        for kind in GATEWAY_NAMES:
-            ensure_gateway_binaries(kind, progress=progress)
         install_packages(missing_packages(NGINX_AND_WRK), progress, needed_by="the benchmarks")
 
 
-register(BENCH_TESTS, ["bench"], _prepare, label="bench tools")
+def _runs_gateways(item: pytest.Item) -> bool:
+    """Whether the test runs a bench that runs the gateways (its `Bench.gateways`)."""
+    callspec = getattr(item, "callspec", None)
+    bench = callspec.params.get("bench") if callspec is not None else None
+    return bool(getattr(bench, "gateways", False))
+
+
+def _prepare_gateways(progress: Progress, selected: Sequence[pytest.Item]) -> None:
+    if os.geteuid() == 0 and any(_runs_gateways(item) for item in selected):
+        for kind in GATEWAY_NAMES:
+            ensure_gateway_binaries(kind, progress=progress)
+
+
+register(BENCH_TESTS, ["bench"], _prepare, label="bench tools", prepare_selected=_prepare_gateways)

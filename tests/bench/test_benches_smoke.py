@@ -33,6 +33,8 @@ class Bench:
     programs: tuple[tuple[str, str], ...] = ()
     #: why it needs root, if it does
     root: str = ""
+    #: whether it runs the gateways (tests/bench/conftest.py builds them first)
+    gateways: bool = False
 
 
 NGINX = (("nginx", "nginx-light"),)
@@ -79,6 +81,7 @@ BENCHES = [
         "--requests 30 --trials 1",
         "change latency over 1 trials",
         root="not root, so no gateway traffic (it needs a private mount namespace)",
+        gateways=True,
     ),
     # the chaos suite's scenario, run whole at a tiny size: its figures print at the end
     Bench(

@@ -244,3 +244,34 @@ def test_every_sharded_skip_of_the_e2e_sharded_files_is_allowlisted(lanes: Modul
                 assert not lanes.expected("e2e-2", test_id, reason), test_id
                 found.append(test_id)
     assert found, "no test is skipped in sharded mode"
+
+
+def test_the_bench_steps_run_every_bench_once_and_only_the_gateways_one_waits_for_them(
+    lanes: ModuleType,
+) -> None:
+    """The two bench steps' `-k` split tests/bench, as pytest collects it, in two: the
+    benches that run the gateways (`Bench.gateways`) in the one that needs their build."""
+    from tests.bench.test_benches_smoke import BENCHES
+
+    steps = {s.name: s for s in lanes.plan()["pure"] if s.name.startswith("bench")}
+    assert sorted(steps) == ["bench", "bench-gateway"]
+    collected = {}
+    for name, step in steps.items():
+        args = step.argv[step.argv.index("tests/bench") :]  # one -q: a line per test
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", *args, "--collect-only"],
+            cwd=lanes.REPO, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        collected[name] = {
+            line.split("[", 1)[1].rstrip("]")
+            for line in result.stdout.splitlines()
+            if line.startswith("tests/bench/") and "[" in line
+        }
+    every = {b.script.split("/")[0] for b in BENCHES}
+    gateways = {b.script.split("/")[0] for b in BENCHES if b.gateways}
+    assert gateways and collected["bench-gateway"] == gateways
+    assert collected["bench"] == every - gateways
+    assert "tools-gateways" in steps["bench-gateway"].needs
+    assert steps["bench-gateway"].exclusive == "gateway"
+    assert "tools-gateways" not in steps["bench"].needs and steps["bench"].exclusive is None
