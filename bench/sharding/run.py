@@ -335,6 +335,7 @@ async def steady(
     pids = {r.identity: r.process.pid for r in replicas}
     server = {name: pid for name, pid in plane.pids.items() if name in ("kube-apiserver", "etcd")}
     before = [await r.scrape() for r in replicas]
+    sleeps0 = {name: sleeps(pid) for name, pid in pids.items()}
     cpu0 = {name: cpu_seconds(pid) for name, pid in {**pids, **server}.items()}
     t0 = time.monotonic()
     leases = await lease_writes(client, CONTROLLER_NAMESPACE, seconds)
@@ -342,6 +343,7 @@ async def steady(
     cpu = {
         name: (cpu_seconds(pid) - cpu0[name]) / elapsed for name, pid in {**pids, **server}.items()
     }
+    wake_ups = {name: (sleeps(pid) - sleeps0[name]) / elapsed for name, pid in pids.items()}
     after = [await r.scrape() for r in replicas]
     per_replica = []
     for replica, b, a in zip(replicas, before, after, strict=True):
@@ -349,6 +351,7 @@ async def steady(
             {
                 "identity": replica.identity,
                 "cpu": cpu[replica.identity],
+                "wake_ups_per_second": wake_ups[replica.identity],
                 "rss_mib": rss_bytes(replica.process.pid) / 2**20,
                 "homes": a.get("ome_routing_observed_homes", 0),
                 "shards": a.get("ome_routing_shards_held") if sharded else None,
@@ -366,6 +369,15 @@ async def steady(
         "server_cpu": {name: round(cpu[name], 3) for name in server},
         "lease_writes_per_second": leases / elapsed,
     }
+
+
+def sleeps(pid: int) -> int:
+    """How often the process's main thread, which runs the event loop, has gone to sleep
+    (`voluntary_ctxt_switches` in `/proc/<pid>/status`): its wake-ups, near enough."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    raise RuntimeError("no voluntary_ctxt_switches")
 
 
 # -- changes of membership --------------------------------------------------------------
@@ -714,9 +726,9 @@ def table(figures: dict[str, Any]) -> str:
         + "/".join(f"{s:g}s" for s in figures["lease"]),
         "",
         "| set | replica | homes | shards | polls/s | CPU (cores) | CPU / (leader's / N) "
-        "| RSS MiB | RSS / (leader's / N) | RSS above idle / (leader's / N) "
+        "| wake-ups/s | RSS MiB | RSS / (leader's / N) | RSS above idle / (leader's / N) "
         "| API server + etcd CPU | Lease writes/s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
 
     def rows(name: str, data: dict[str, Any], n: int) -> None:
@@ -726,7 +738,8 @@ def table(figures: dict[str, Any]) -> str:
             lines.append(
                 f"| {name} | {r['identity']} | {r['homes']:.0f} | {shards} "
                 f"| {r['polls_per_second']:.0f} | {r['cpu']:.3f} "
-                f"| {ratio(r['cpu'], leader['cpu'] / n)} | {r['rss_mib']:.1f} "
+                f"| {ratio(r['cpu'], leader['cpu'] / n)} "
+                f"| {r['wake_ups_per_second']:.0f} | {r['rss_mib']:.1f} "
                 f"| {ratio(r['rss_mib'], leader['rss_mib'] / n)} "
                 f"| {ratio(r['rss_mib'] - idle, (leader['rss_mib'] - idle) / n)} "
                 f"| {server:.3f} | {data['lease_writes_per_second']:.1f} |"

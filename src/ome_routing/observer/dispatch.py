@@ -24,10 +24,15 @@ from ome_routing.observer.scheduling import DueQueue
 
 #: How late the schedule may ring for the first home due, so that the homes due within
 #: it go out together, in one turn of the event loop: one timer and one wake-up for
-#: several polls rather than one each (at 10,000 polls/s they fall due about 0.1 ms
-#: apart). It is small against any period (`minPeriod` is at least 1 s by default) and
-#: against the interval lag the benchmarks hold the observer to (100 ms).
-RING_SLACK = 0.002
+#: several polls rather than one each. The wake-ups, not the polls, set a process's cost
+#: at rest once polls are sparse: a replica of a sharded controller polls a third of the
+#: homes but, with 2 ms here, woke about as often as the single leader (645 against 825
+#: times a second at 10,000 services) and spent 1.9 times a third of the leader's CPU;
+#: with 10 ms, 120-190 against 277, and 1.4-1.6 times (`bench/sharding`). A poll goes out
+#: at most this late, against any period (`minPeriod` is at least 1 s by default) and
+#: against the interval lag the benchmarks hold the observer to (100 ms); the home's next
+#: one is still due a period after this one was due, not after it went out.
+RING_SLACK = 0.01
 
 
 class Dispatcher:
