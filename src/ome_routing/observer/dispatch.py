@@ -24,14 +24,15 @@ from ome_routing.observer.scheduling import DueQueue
 
 #: How late the schedule may ring for the first home due, so that the homes due within
 #: it go out together, in one turn of the event loop: one timer and one wake-up for
-#: several polls rather than one each. The wake-ups, not the polls, set a process's cost
-#: at rest once polls are sparse: a replica of a sharded controller polls a third of the
-#: homes but, with 2 ms here, woke about as often as the single leader (645 against 825
-#: times a second at 10,000 services) and spent 1.9 times a third of the leader's CPU;
-#: with 10 ms, 120-190 against 277, and 1.4-1.6 times (`bench/sharding`). A poll goes out
-#: at most this late, against any period (`minPeriod` is at least 1 s by default) and
-#: against the interval lag the benchmarks hold the observer to (100 ms); the home's next
-#: one is still due a period after this one was due, not after it went out.
+#: several polls rather than one each. A wake-up costs about the same whatever it
+#: carries, so where polls are sparse the wake-ups weigh: a replica of a sharded
+#: controller polls a third of the homes but, with 2 ms here, woke almost as often as the
+#: single leader (643-664 against 804 times a second at 10,000 services) and spent
+#: 1.55-1.59 times a third of the leader's CPU; with 10 ms, 182-189 against 275, and
+#: 1.46-1.51 times (`bench/sharding`, 6 Dec 2026). A poll goes out at most this late,
+#: small against any period (`minPeriod` is at least 1 s by default) and against the
+#: interval lag the benchmarks hold the observer to (100 ms); the home's next one is still
+#: due a period after this one was due, not after it went out.
 RING_SLACK = 0.01
 
 
