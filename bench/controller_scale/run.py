@@ -313,11 +313,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_bytes(pid: int) -> int:
+def status_field(pid: int, name: str) -> int:
+    """The number a line of `/proc/<pid>/status` gives for `name` (in kB for sizes)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
+        if line.startswith(f"{name}:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {name} in /proc/{pid}/status")
+
+
+def rss_bytes(pid: int) -> int:
+    return status_field(pid, "VmRSS") * 1024
 
 
 def isvc(namespace: str, name: str, capacity: dict[str, Any] | None) -> dict[str, Any]:

@@ -77,6 +77,7 @@ from controller_scale.run import (
     log,
     placement,
     rss_bytes,
+    status_field,
     wait_for_rest,
 )
 from leases import ShardWatch, lease_writes
@@ -374,10 +375,7 @@ async def steady(
 def sleeps(pid: int) -> int:
     """How often the process's main thread, which runs the event loop, has gone to sleep
     (`voluntary_ctxt_switches` in `/proc/<pid>/status`): its wake-ups, near enough."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("voluntary_ctxt_switches:"):
-            return int(line.split()[1])
-    raise RuntimeError("no voluntary_ctxt_switches")
+    return status_field(pid, "voluntary_ctxt_switches")
 
 
 # -- changes of membership --------------------------------------------------------------
