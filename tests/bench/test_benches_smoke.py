@@ -72,6 +72,12 @@ BENCHES = [
     ),
     Bench("list_pages/run.py", "--services 5 --pages 3,2 --rounds 1", "| page | cached |"),
     Bench(
+        "lease_requests/run.py",
+        "--shards 8 --turns 2 --turn 0.5 --poll-seconds 1 --homes 50 --idle-seconds 1",
+        "| a renewal heard (watch event) |",
+        NGINX,
+    ),
+    Bench(
         "publisher_latency/run.py",
         "--services 1 --trials 1",
         "TrafficMap write -> HTTPRoute write",

@@ -12,7 +12,8 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -136,5 +137,50 @@ async def test_the_publisher_finalizes_only_the_maps_whose_shard_it_holds(
 
         shards.acquire(1)
         await world.until(lambda: finalized(other))
+    finally:
+        await client.close()
+
+
+async def drained(publisher: Publisher) -> set[tuple[str, str]]:
+    """The keys waiting in the publisher's work queue, taken off it."""
+    queue = cast(Any, publisher)._queue
+    keys = set()
+    while len(queue):
+        key = await queue.get()
+        queue.done(key)
+        keys.add(key)
+    return keys
+
+
+@pytest.mark.parametrize("sharded", [True, False])
+async def test_a_resync_queues_the_maps_of_the_shards_held_or_every_map_unsharded(
+    api: tuple[FakeApi, str], sharded: bool
+) -> None:
+    """A sharded replica's resync reads and repairs the maps of the shards it holds, not
+    every map in its cache: the others are their holders' to resync. A single leader's
+    resync queues every map."""
+    _, base = api
+    shards = FakeShards(4)
+    keys = {(NAMESPACE, f"map-{n}") for n in range(40)}
+    held = {key for key in keys if shards.shard(key) in (0, 2)}
+    assert held and held != keys
+    values = yaml.safe_load((EXAMPLES / "values.yaml").read_text())
+    client = fenced_client(base)
+    try:
+        publisher = Publisher(
+            client,
+            config_from_values(values),
+            RoutingMetrics(),
+            shards=shards if sharded else None,
+        )
+        cast(Any, publisher)._maps = SimpleNamespace(cache={key: {} for key in keys})
+        shards.acquire(0)
+        shards.acquire(2)
+        await asyncio.sleep(0)  # the shards' keys handed over (sharded), then taken off
+        await drained(publisher)
+
+        cast(Any, publisher)._resync_now()
+
+        assert await drained(publisher) == (held if sharded else keys)
     finally:
         await client.close()

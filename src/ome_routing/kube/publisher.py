@@ -40,7 +40,7 @@ events that change nothing published (the echo of the publisher's own status wri
 routing controller's status write, an InferenceService's placement status) cost no round
 trip and do not hold up a map whose weights did change. The resync forgets what was
 applied, so every map is read and repaired then (our choice; OME reads again on every
-event). Every failure is
+event); sharded, every map of the shards held. Every failure is
 logged as `TrafficMap publisher reconciliation failed`, with the real error; the
 condition carries OME's generic message.
 
@@ -233,9 +233,18 @@ class Publisher:
         interval = max(self._config.resync_interval.nanoseconds / 1e9, 1.0)
         while True:
             await asyncio.sleep(interval)
-            assert self._maps is not None
-            self._applied.clear()  # the resync reads and repairs every map
-            for key in list(self._maps.cache):
+            self._resync_now()
+
+    def _resync_now(self) -> None:
+        """Read and repair every map: what was applied is forgotten, and each is queued.
+        Sharded, only the maps of the shards held: the others are their holders' to resync,
+        and what this replica kept of them went with their shard (`ShardWork`), so a
+        replica's resync costs its share of the maps, not all of them."""
+        assert self._maps is not None
+        self._applied.clear()
+        shards = self._shards
+        for key in list(self._maps.cache):
+            if shards is None or shards.tenure(key) is not None:
                 self._queue.add(key)
 
     def _cached_keys(self) -> list[ObjectKey]:
