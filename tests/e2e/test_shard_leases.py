@@ -709,6 +709,52 @@ async def test_a_member_lease_release_that_meets_a_conflict_reads_the_lease_agai
     assert lease.spec is not None and lease.spec.holderIdentity is None, lease.spec
 
 
+async def test_a_shard_lease_release_that_meets_a_conflict_reads_the_lease_again(
+    kube_client: AsyncClient, kubeconfig: Path, namespace: str
+) -> None:
+    """At shutdown a replica releases each shard Lease with the version it last wrote. A
+    renewal the stop cut short can still have been written since: the release then meets
+    a 409 from the API server. It reads the Lease again and releases it, rather than leave
+    the shard to wait a lease duration for its next holder. Here the test writes one
+    shard's Lease just before its release, once."""
+    name = shard_lease_name(GROUP, 0)
+    answers: list[int] = []
+
+    async def cut_in(request: Any, stream: bool, send: lightkube_adapter.Send) -> Any:
+        releasing = (
+            request.method == "PUT"
+            and request.url.path.endswith(f"/leases/{name}")
+            and not json.loads(request.content)["spec"].get("holderIdentity")
+        )
+        if not releasing:
+            return await send(request, stream)
+        if not answers:  # a write of the Lease lands first, as a late renewal would
+            lease = await kube_client.get(Lease, name, namespace=namespace)
+            assert lease.spec is not None
+            lease.spec.renewTime = datetime.now(UTC)
+            await kube_client.replace(lease)
+        response = await send(request, stream)
+        answers.append(response.status_code)
+        return response
+
+    client = AsyncClient(
+        KubeConfig.from_file(kubeconfig), trust_env=False, field_manager="e2e-replica"
+    )
+    lightkube_adapter.filter_sends(client, cut_in)
+    try:
+        async with replicas(client, namespace, "replica-a") as fleet:
+            await eventually(
+                lambda: _true(fleet["replica-a"].writable() == set(range(SHARDS))),
+                PATIENCE,
+                "replica-a holding every shard",
+            )
+    finally:
+        await client.close()
+    assert answers == [409, 200], answers
+    lease = await kube_client.get(Lease, name, namespace=namespace)
+    assert lease.spec is not None and lease.spec.holderIdentity is None, lease.spec
+
+
 async def test_a_member_lease_left_unrenewed_is_deleted_and_the_live_ones_are_kept(
     kube_client: AsyncClient, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:

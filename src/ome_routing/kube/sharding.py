@@ -249,6 +249,10 @@ STALE_MEMBER_LEASES = 10
 #: unreleased member Lease would keep the others preferring this replica for a lease
 #: duration, its shards free and untaken meanwhile
 MEMBER_RELEASE_TRIES = 3
+#: writes of a shard Lease's release in all: the first with the version this replica last
+#: wrote; a renewal cut short by the stop may have been written since (409), so the next
+#: read the Lease again; an unreleased shard waits a lease duration for its next holder
+SHARD_RELEASE_TRIES = 3
 #: the coverage Event (ours): reason, action, and who reports it
 UNOWNED_REASON = "ShardUnowned"
 UNOWNED_ACTION = "Acquire"
@@ -829,13 +833,27 @@ class ShardSet:
                 )
 
     async def _release(self, shard: int, lease: Lease | None) -> None:
-        """Give the shard's Lease up (no holder), with the version last read or written."""
+        """Give the shard's Lease up (no holder), with the version last read or written;
+        on a conflict (written since: a renewal the stop cut short), read it again and
+        give it up if this replica still holds it (`SHARD_RELEASE_TRIES` writes in all)."""
         lease = lease or self._mine.get(shard)
         if lease is None or not mark_released(lease, self.identity):
             return
         try:
             async with asyncio.timeout(ON_LOST_GRACE_SECONDS):
-                await self._kube.replace(lease)
+                try:
+                    await self._kube.replace(lease)
+                except ApiError as err:
+                    if err.status.code != 409:
+                        raise
+                    log.debug("releasing shard %s: %s", shard, _message(err))
+                    await release_lease(
+                        self._kube,
+                        self._namespace,
+                        shard_lease_name(self._group, shard),
+                        self.identity,
+                        tries=SHARD_RELEASE_TRIES - 1,
+                    )
         except Exception as err:  # best effort: the Lease expires anyway
             log.debug("releasing shard %s: %s", shard, _message(err))
 
