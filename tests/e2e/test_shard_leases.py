@@ -672,41 +672,7 @@ async def test_a_member_lease_release_that_meets_a_conflict_reads_the_lease_agai
     the others preferring a stopped replica for a lease duration. Here the test writes the
     Lease between the release's read and its write, once."""
     name = member_lease_name(GROUP, "replica-a")
-    answers: list[int] = []
-
-    async def cut_in(request: Any, stream: bool, send: lightkube_adapter.Send) -> Any:
-        releasing = (
-            request.method == "PUT"
-            and request.url.path.endswith(f"/leases/{name}")
-            and not json.loads(request.content)["spec"].get("holderIdentity")
-        )
-        if not releasing:
-            return await send(request, stream)
-        if not answers:  # a write of the Lease lands first, as a late renewal would
-            lease = await kube_client.get(Lease, name, namespace=namespace)
-            assert lease.spec is not None
-            lease.spec.renewTime = datetime.now(UTC)
-            await kube_client.replace(lease)
-        response = await send(request, stream)
-        answers.append(response.status_code)
-        return response
-
-    client = AsyncClient(
-        KubeConfig.from_file(kubeconfig), trust_env=False, field_manager="e2e-replica"
-    )
-    lightkube_adapter.filter_sends(client, cut_in)
-    try:
-        async with replicas(client, namespace, "replica-a") as fleet:
-            await eventually(
-                lambda: _true(fleet["replica-a"].writable() == set(range(SHARDS))),
-                PATIENCE,
-                "replica-a holding every shard",
-            )
-    finally:
-        await client.close()
-    assert answers == [409, 200], answers
-    lease = await kube_client.get(Lease, name, namespace=namespace)
-    assert lease.spec is not None and lease.spec.holderIdentity is None, lease.spec
+    await released_after_a_late_write(kube_client, kubeconfig, namespace, name)
 
 
 async def test_a_shard_lease_release_that_meets_a_conflict_reads_the_lease_again(
@@ -718,6 +684,15 @@ async def test_a_shard_lease_release_that_meets_a_conflict_reads_the_lease_again
     the shard to wait a lease duration for its next holder. Here the test writes one
     shard's Lease just before its release, once."""
     name = shard_lease_name(GROUP, 0)
+    await released_after_a_late_write(kube_client, kubeconfig, namespace, name)
+
+
+async def released_after_a_late_write(
+    kube_client: AsyncClient, kubeconfig: Path, namespace: str, name: str
+) -> None:
+    """Run replica-a until it holds every shard, then stop it; the first release write of
+    the Lease `name` finds the Lease written just before it (as a late renewal would):
+    that write gets a 409, the next a 200, and the Lease is left with no holder."""
     answers: list[int] = []
 
     async def cut_in(request: Any, stream: bool, send: lightkube_adapter.Send) -> Any:
