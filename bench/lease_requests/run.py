@@ -10,14 +10,18 @@ lightkube's `AsyncClient`, at most `CONCURRENT_REQUESTS` at once. In one run:
    seconds of this process per poll.
 2. **A renewal**: `--replicas` sets of Leases (each a replica's share plus its member
    Lease), each set renewed in one turn, one set after another, a turn every
-   `--turn` seconds; CPU seconds of this process per renewal.
+   `--turn` seconds; CPU seconds of this process per renewal. Twice: on the replica's
+   own transport (`kube.lease_wire.LeaseWire`, how `ShardSet` renews), and through
+   lightkube's `replace` (how it renewed before, and still does where its kubeconfig
+   keeps the wire off).
 3. **A renewal heard**: meanwhile a fresh process watches the group's Leases through
    `kube.watching.Informer` and reads each as `ShardSet` does (`Lease.from_dict`), as
    every replica does; its CPU seconds per event, less what it spends idle.
 
 Then what a replica of `--replicas` spends on its Leases at client-go's timing (a turn
 every 2 to 4.4 s: 3.2 s on average) and at the chart's (8 to 17.6 s): it renews its share
-and its member Lease each turn, and hears every replica's.
+and its member Lease each turn, and hears every replica's; with the renewals on the wire,
+and through lightkube's client.
 
 Not a test: the figures depend on the machine. Usage: python bench/lease_requests/run.py
 [--shards 64] [--replicas 3] [--turns 20]. In seconds, for a check that it runs
@@ -33,6 +37,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -48,6 +53,7 @@ from nginx_reporter import nginx_reporter
 from poll_throughput.run import Collections, observe
 
 from ome_routing.kube.leader import JITTER_FACTOR
+from ome_routing.kube.lease_wire import LeaseWire
 from ome_routing.kube.sharding import CONCURRENT_REQUESTS
 from ome_routing_dev.devcluster import LocalControlPlane, ensure_tools
 
@@ -121,9 +127,10 @@ async def poll_cost(endpoint: str, homes: int, seconds: float) -> tuple[float, f
 
 
 async def renewal_cost(
-    client: AsyncClient, sets: list[list[Lease]], turns: int, turn: float
+    replace: Callable[[Lease], Awaitable[Lease]], sets: list[list[Lease]], turns: int, turn: float
 ) -> tuple[float, int]:
-    """CPU seconds a renewal, and renewals: each set renewed in one turn as a replica's."""
+    """CPU seconds a renewal, and renewals: each set renewed in one turn as a replica's,
+    each Lease written with `replace`."""
     requests = asyncio.Semaphore(CONCURRENT_REQUESTS)
 
     async def renew(held: list[Lease], i: int) -> None:
@@ -131,7 +138,7 @@ async def renewal_cost(
             spec = held[i].spec
             assert spec is not None
             spec.renewTime = datetime.now(UTC)
-            held[i] = await client.replace(held[i])
+            held[i] = await replace(held[i])
 
     renewed = 0
     cpu0 = time.process_time()
@@ -174,9 +181,18 @@ async def measure(args: argparse.Namespace, plane: LocalControlPlane, endpoint: 
         idle0, t_idle = cpu_seconds(listener.pid), time.monotonic()
         await asyncio.sleep(args.idle_seconds)
         idle = (cpu_seconds(listener.pid) - idle0) / (time.monotonic() - t_idle)
-        log(f"renewals: {args.turns} turns of {args.replicas} replicas")
+        wire, why = LeaseWire.of(client)
+        assert wire is not None, why
+        log(f"renewals: {args.turns} turns of {args.replicas} replicas, on the wire")
         heard0, cpu0, t0 = heard(), cpu_seconds(listener.pid), time.monotonic()
-        renewal, renewed = await renewal_cost(client, sets, args.turns, args.turn)
+        try:
+            renewal, renewed = await renewal_cost(wire.replace, sets, args.turns, args.turn)
+        finally:
+            wire.close()
+        log(f"renewals: {args.turns} turns of {args.replicas} replicas, through lightkube")
+        client_renewal, client_renewed = await renewal_cost(
+            client.replace, sets, args.turns, args.turn
+        )
         await asyncio.sleep(1.0)  # the last events reach the listener
         events = heard() - heard0
         listened = cpu_seconds(listener.pid) - cpu0 - idle * (time.monotonic() - t0)
@@ -191,6 +207,8 @@ async def measure(args: argparse.Namespace, plane: LocalControlPlane, endpoint: 
         "polls_per_second": poll_rate,
         "renewal_ms": renewal * 1000,
         "renewals": renewed,
+        "client_renewal_ms": client_renewal * 1000,
+        "client_renewals": client_renewed,
         "heard_ms": hearing * 1000,
         "heard": events,
         "listener_idle_cores": idle,
@@ -204,6 +222,7 @@ async def measure(args: argparse.Namespace, plane: LocalControlPlane, endpoint: 
             "renewals_per_second": renewals,
             "heard_per_second": heard_rate,
             "cores": renewals * renewal + heard_rate * hearing,
+            "client_cores": renewals * client_renewal + heard_rate * hearing,
         }
     return figures
 
@@ -217,19 +236,21 @@ def table(f: dict) -> str:
         "| request | CPU (ms) | in polls | measured |",
         "| --- | --- | --- | --- |",
         f"| a poll (the reference) | {poll:.3f} | 1.0 | {f['polls_per_second']:.0f}/s |",
-        f"| a renewal (`replace`) | {f['renewal_ms']:.3f} | {f['renewal_ms'] / poll:.1f} "
-        f"| {f['renewals']} |",
+        f"| a renewal on the wire (`LeaseWire.replace`) | {f['renewal_ms']:.3f} "
+        f"| {f['renewal_ms'] / poll:.1f} | {f['renewals']} |",
+        f"| a renewal through lightkube (`replace`) | {f['client_renewal_ms']:.3f} "
+        f"| {f['client_renewal_ms'] / poll:.1f} | {f['client_renewals']} |",
         f"| a renewal heard (watch event) | {f['heard_ms']:.3f} | {f['heard_ms'] / poll:.1f} "
         f"| {f['heard']} |",
         "",
         "| timing | a replica's renewals/s | renewals heard/s | its Leases' CPU (cores) "
-        "| in polls/s |",
-        "| --- | --- | --- | --- | --- |",
+        "| in polls/s | through lightkube (cores) |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, t in f["timings"].items():
         lines.append(
             f"| {name} | {t['renewals_per_second']:.1f} | {t['heard_per_second']:.1f} "
-            f"| {t['cores']:.4f} | {t['cores'] * 1000 / poll:.0f} |"
+            f"| {t['cores']:.4f} | {t['cores'] * 1000 / poll:.0f} | {t['client_cores']:.4f} |"
         )
     return "\n".join(lines)
 

@@ -74,7 +74,7 @@ BENCHES = [
     Bench(
         "lease_requests/run.py",
         "--shards 8 --turns 2 --turn 0.5 --poll-seconds 1 --homes 50 --idle-seconds 1",
-        "| a renewal heard (watch event) |",
+        "| a renewal on the wire (`LeaseWire.replace`) |",
         NGINX,
     ),
     Bench(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import ssl
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config import client_adapter
 from lightkube.core import decoders, resource
+from lightkube.core.exceptions import ApiError
 from lightkube.core.generic_client import BasicRequest, GenericAsyncClient, GenericClient
 from lightkube.resources.core_v1 import Pod
 from packaging.requirements import Requirement
@@ -147,6 +149,30 @@ def test_a_resource_class_names_its_kind_where_the_adapter_reads_it() -> None:
     assert resource.api_info(Pod) is Pod._api_info
     assert lightkube_adapter.kind_of(Pod) == "Pod"
     assert lightkube_adapter.kind_of(TrafficMap) == "TrafficMap"
+
+
+def test_the_lease_wire_reads_what_the_client_would_send_with(monkeypatch: Any) -> None:
+    """`tls_context`, `field_manager` and `proxied` (for `kube.lease_wire`): lightkube's
+    TLS context of a config, its field manager, and httpx2's choice of a proxy per URL."""
+    assert parameters(client_adapter.verify_cluster) == ["cluster", "user", "abs_file", "trust_env"]
+    context = lightkube_adapter.tls_context(a_config().get())
+    assert isinstance(context, ssl.SSLContext) and context.verify_mode == ssl.CERT_REQUIRED
+    client = AsyncClient(a_config(), trust_env=False, field_manager="fm")
+    assert lightkube_adapter.field_manager(client) == "fm"
+    assert not lightkube_adapter.proxied(client, "https://127.0.0.1:6443")
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.2")
+    through = AsyncClient(a_config(), field_manager="fm")  # trust_env: the environment's proxy
+    assert lightkube_adapter.proxied(through, "https://127.0.0.1:6443")
+    assert not lightkube_adapter.proxied(through, "https://127.0.0.2:6443")
+
+
+def test_an_error_answer_is_the_api_error_lightkube_raises() -> None:
+    status = b'{"kind":"Status","apiVersion":"v1","status":"Failure","message":"m","code":409}'
+    error = lightkube_adapter.api_error(409, status)
+    assert isinstance(error, ApiError)
+    assert (error.status.code, error.status.message) == (409, "m")
+    assert lightkube_adapter.api_error(503, b"[]").status.message == "HTTP 503: []"
 
 
 # --- prometheus_client: the hooks of its metric classes ----------------------------------

@@ -13,7 +13,11 @@ offer, and gets them from that layer, here and nowhere else:
   (`open_watch`, `watch_event`, `raise_for_status`);
 - the synchronous HTTP client of one kubeconfig context, for the plugin
   (`http_client`);
-- the kind of a resource class (`kind_of`).
+- the kind of a resource class (`kind_of`);
+- what `lease_wire.LeaseWire` needs to send a request as the client would: the TLS
+  context of a kubeconfig context (`tls_context`), the client's field manager
+  (`field_manager`), whether its requests to a URL go through a proxy (`proxied`), and
+  the `ApiError` of an error answer (`api_error`).
 
 `SUPPORTED` is the range of lightkube this module was written against, the range
 `pyproject.toml` allows; `tests/unit/test_dependency_adapters.py` fails on a version
@@ -22,18 +26,21 @@ outside it, or when a shape relied on here (a signature, an attribute) changes.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import msgspec
 from lightkube import AsyncClient
 from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import SingleConfig
+from lightkube.config.models import User
 from lightkube.core import decoders
 from lightkube.core.exceptions import ApiError
 from lightkube.core.generic_client import ALL_NS, GenericClient
 from lightkube.core.selector import build_selector
+from lightkube.models.meta_v1 import Status
 
 #: the versions of lightkube this module was written for (`pyproject.toml` pins the same)
 SUPPORTED = ">=1.0.1,<1.1"
@@ -156,3 +163,37 @@ def kind_of(resource: Any) -> str:
     """The kind of a lightkube resource class (`Pod`, or a generic resource's)."""
     kind: str = resource._api_info.resource.kind
     return kind
+
+
+def tls_context(config: SingleConfig) -> ssl.SSLContext:
+    """The TLS context lightkube's clients use for `config`: its cluster's CA (or the
+    system's, or none with `insecure-skip-tls-verify`) and its user's client certificate."""
+    user = config.user or User()
+    return client_adapter.verify_cluster(config.cluster, user, config.abs_file)
+
+
+def field_manager(client: AsyncClient) -> str | None:
+    """The `fieldManager` that `client` sends with its writes (None: none)."""
+    manager: str | None = client._client._field_manager
+    return manager
+
+
+def proxied(client: AsyncClient, url: str) -> bool:
+    """Whether `client` sends its requests to `url` through a proxy (from the
+    environment's `HTTPS_PROXY` family, which lightkube's clients follow by default)."""
+    http = client._client._client
+    return http._transport_for_url(httpx2.URL(url)) is not http._transport
+
+
+def api_error(status_code: int, body: bytes) -> ApiError:
+    """The `ApiError` of an error answer, as lightkube's calls raise it: the answer's
+    `Status` when it is one, else a Status with the HTTP status and the body's start."""
+    status: Status | None
+    try:
+        status = cast(Status, Status.from_dict(msgspec.json.decode(body)))
+    except (msgspec.DecodeError, TypeError, ValueError):
+        status = None
+    if status is None or status.code is None:
+        text = body[:200].decode("utf-8", "replace")
+        status = Status(code=status_code, message=f"HTTP {status_code}: {text}")
+    return ApiError(status=status)

@@ -60,7 +60,10 @@ handover completes); then, concurrently
   `FALLBACK_HOLD_LEASES` lease durations before it is handed over again; once `assign`
   gives it to its holder, the next renewal drops the annotation.
 
-A tenure's deadline counts from when the acquisition or renewal was *sent*; a task of
+The renewals (each held shard's, the member Lease's) go on the replica's own transport
+(`kube.lease_wire`) where its kubeconfig allows, at a sixth of the client's CPU; every
+other request of the loop is lightkube's. A tenure's deadline counts from when the
+acquisition or renewal was *sent*; a task of
 its own ends each tenure at its deadline, whatever the loop is waiting for. On
 cancellation of `run`, each held shard is handed back as on a handover (released),
 then the member Lease is released, each step bounded in time.
@@ -112,6 +115,7 @@ from ome_routing.kube.leader import (
     micro_now,
     release_lease,
 )
+from ome_routing.kube.lease_wire import LeaseWire
 from ome_routing.kube.resources import fenced_delete
 from ome_routing.kube.watching import Informer, ObjectKey, RawObject
 from ome_routing.metrics import RoutingMetrics
@@ -333,6 +337,8 @@ class ShardSet:
         self._wake = asyncio.Event()
         self._requests = asyncio.Semaphore(CONCURRENT_REQUESTS)
         self._task: asyncio.Task[Any] | None = None
+        #: the renewals' own transport (`kube.lease_wire`), from `run` on; None: the client's
+        self._wire: LeaseWire | None = None
         self._abandoned = False
         self._foreign_warned = False
 
@@ -381,6 +387,9 @@ class ShardSet:
         the gate open, then the gate shut and the Lease released), then the member Lease,
         within about 3 x `ON_LOST_GRACE_SECONDS`."""
         self._task = asyncio.current_task()
+        self._wire, why = LeaseWire.of(self._kube)
+        if self._wire is None:
+            log.info("renewing leases through the Kubernetes client", extra={"reason": why})
         deadlines = asyncio.create_task(self._keep_deadlines(), name="shard deadlines")
         watch = asyncio.create_task(self._leases.run(), name="shard lease watch")
         try:
@@ -397,6 +406,8 @@ class ShardSet:
         finally:
             deadlines.cancel()
             watch.cancel()
+            if self._wire is not None:  # no renewal is in flight now; releases are the client's
+                self._wire.close()
             if self._abandoned:
                 for task in self._background:
                     task.cancel()
@@ -755,7 +766,7 @@ class ShardSet:
             _mark_fallback(lease, shard in self._kept)
             try:
                 async with asyncio.timeout(remaining):
-                    written = await self._kube.replace(lease)
+                    written = await self._renewal(lease)
             except TimeoutError:
                 self._end(shard, "failed to renew in time", "lost")
                 return
@@ -771,6 +782,12 @@ class ShardSet:
         if self._tenures.get(shard) is tenure:
             self._mine[shard] = written
             tenure.renewed(sent)
+
+    async def _renewal(self, lease: Lease) -> Lease:
+        """A renewal's write: on the replica's own transport where it has one (`run`)."""
+        if self._wire is not None:
+            return await self._wire.replace(lease)
+        return await self._kube.replace(lease)
 
     def _expired(self, _tenure: ShardLease) -> None:
         """A write found its tenure past the deadline: the next turn comes at once."""
@@ -901,7 +918,7 @@ class ShardSet:
             spec.renewTime = now_wall
             lease.spec = spec
             self._label_count(lease)
-            await self._kube.replace(lease)
+            await self._renewal(lease)
 
     def _stale(self, members: dict[str, Lease], now: float) -> list[tuple[str, Lease]]:
         """Other replicas' member Leases unchanged (not renewed, or released) for
