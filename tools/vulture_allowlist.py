@@ -78,6 +78,7 @@ _.wait_for_slot
 _.stop_waiting
 _.granted
 _.waited_seconds
+_.in_use
 # the prefix of the observer's task names (tests/integration/test_scheduling.py)
 WORKER_NAME  # src/ome_routing/observer/observer.py
 # a replica killed by SIGKILL, for the sharding tests (tests/e2e/test_shard_leases.py)

@@ -27,7 +27,7 @@ from aiohttp import web
 from ome_routing.core.pollrules import CapacityPolicy
 from ome_routing.core.proberules import ProbePolicy
 from ome_routing.observer import Observer, PollClient, PollEvent, RequestBudget
-from ome_routing.observer.dispatch import RING_SLACK
+from ome_routing.observer.dispatch import MAX_RING_SLACK
 from ome_routing.observer.prober import ProbeEvent, Prober
 
 from .conftest import Handler, Reporter, a_report, seconds
@@ -132,11 +132,11 @@ async def test_a_tenant_whose_homes_stall_does_not_hold_up_another_tenants_polls
         late += sent.late[("b", i)]
     # a B poll waits for the first slot given back: one A poll's timeout at most, and the
     # B polls ahead of it in B's line, each its timeout at most; and the schedule's ring
-    # comes up to `RING_SLACK` after it is due
+    # comes up to `MAX_RING_SLACK` after it is due
     bound = (
         seconds(A_TIMEOUT).seconds
         + (B_HOMES - 1) * seconds(B_TIMEOUT).seconds
-        + RING_SLACK
+        + MAX_RING_SLACK
         + LOOP_SLACK
     )
     print(

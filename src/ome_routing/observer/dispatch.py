@@ -5,9 +5,11 @@ free budget slot allows, earliest first; a due home that finds every slot held w
 the budget's line of its flow (the InferenceService's namespace), beside the probes of
 that flow, and its poll goes out when the budget passes it a slot in its flow's turn
 (`budget`: the waiting flow that holds the fewest slots first). So one tenant's due
-homes never stand in front of another tenant's. Then the schedule waits: a poll of its
-own that ends pumps again, and one timer (for the first home due) rings when nothing is
-due yet. The wait in line counts as the polls' wait for a slot.
+homes never stand in front of another tenant's. Then the schedule waits for one timer,
+which rings a little after the first home due (the slack: `ring_slack`) and sends every
+home due by then; a poll that ends hands its slot to the line, or back to the budget,
+and sends nothing itself, so that polls go out in rings rather than one answer at a
+time. The wait in line counts as the polls' wait for a slot.
 
 `Dispatcher` is the base of `observer.Observer`, which supplies `_fly` (send one due
 home's poll, a slot being held for it) and its phase.
@@ -25,15 +27,30 @@ from ome_routing.observer.scheduling import DueQueue
 #: How late the schedule may ring for the first home due, so that the homes due within
 #: it go out together, in one turn of the event loop: one timer and one wake-up for
 #: several polls rather than one each. A wake-up costs about the same whatever it
-#: carries, so where polls are sparse the wake-ups weigh: a replica of a sharded
-#: controller polls a third of the homes but, with 2 ms here, woke almost as often as the
-#: single leader (643-664 against 804 times a second at 10,000 services) and spent
-#: 1.55-1.59 times a third of the leader's CPU; with 10 ms, 182-189 against 275, and
-#: 1.46-1.51 times (`bench/sharding`, 6 Dec 2026). A poll goes out at most this late,
+#: carries, so the sparser the polls, the more of them a ring must wait for: the slack
+#: follows the rate of polls, to carry about `RING_POLLS` a ring, within these bounds.
+#: With 10 ms at every rate the observer spent about 1.5 times more CPU a poll at 1,300
+#: polls a second (a sharded replica's share) than at 4,000, and with this 1.3 times
+#: (`bench/poll_throughput`, 6 Dec 2026). A poll goes out at most `MAX_RING_SLACK` late,
 #: small against any period (`minPeriod` is at least 1 s by default) and against the
-#: interval lag the benchmarks hold the observer to (100 ms); the home's next one is still
-#: due a period after this one was due, not after it went out.
-RING_SLACK = 0.01
+#: interval lag the benchmarks hold the observer to (100 ms); the home's next one is
+#: still due a period after this one was due, not after it went out.
+MIN_RING_SLACK = 0.01
+MAX_RING_SLACK = 0.05
+#: the polls a ring is to carry: the slack is this many polls' worth at the rate of
+#: the last `RATE_WINDOW`, within the bounds (30 ms at 4,000 polls a second, the most
+#: from 2,400 down)
+RING_POLLS = 120
+#: how often (seconds, at least) the slack follows the rate of polls
+RATE_WINDOW = 1.0
+
+
+def ring_slack(rate: float) -> float:
+    """How late a ring may come at `rate` polls a second: `RING_POLLS` of them, within
+    `MIN_RING_SLACK` and `MAX_RING_SLACK`."""
+    if rate <= RING_POLLS / MAX_RING_SLACK:
+        return MAX_RING_SLACK
+    return max(RING_POLLS / rate, MIN_RING_SLACK)
 
 
 class Dispatcher:
@@ -42,7 +59,6 @@ class Dispatcher:
     def __init__(self, client: PollClient) -> None:
         self._poller = client
         self._budget = client.budget
-        self._limit = client.budget.limit
         self._phase = Phase.STARTING
         #: scheduled homes by due time; retired ones stay until they reach the front
         self._queue: DueQueue[Home] = DueQueue()
@@ -54,6 +70,11 @@ class Dispatcher:
         self._kicked = False
         self._pumping = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: how late a ring may come after the first home due (`RING_POLLS`)
+        self._slack = MAX_RING_SLACK
+        #: homes taken off the schedule since `_counted_since` (loop time)
+        self._taken = 0
+        self._counted_since = 0.0
 
     def _fly(self, home: Home, now: float) -> None:
         """Send a due home's poll (a slot is held for it)."""
@@ -69,7 +90,10 @@ class Dispatcher:
         queue = self._queue
         while True:
             home = queue.pop_due(now)
-            if home is None or not home.retired:
+            if home is None:
+                return None
+            if not home.retired:
+                self._taken += 1
                 return home
 
     def _kick(self) -> None:
@@ -127,20 +151,16 @@ class Dispatcher:
         self._fly(home, loop.time())
 
     def _next_after(self, home: Home) -> None:
-        """A poll of `home` ended and gave its slot back: send the next due poll.
-
-        When the budget handed the slot on to a request in line (it had one waiting),
-        no slot is free and the schedule has nothing to send: the homes falling due
-        join the line when the timer rings for them, so only the timer is checked
-        (the home's next poll may come before it rings).
+        """A poll of `home` ended and gave its slot back (the budget handed it on to a
+        request in line, if one waited): the homes falling due since the last ring wait
+        for the next, so only the timer is checked (the home's next poll may come before
+        it rings). Sending them now, an answer at a time, cost a wake-up for a poll or
+        two where the ring sends many.
         """
-        if self._budget.in_use < self._limit:
-            self._pump()
-            return
         if home.retired:
             return
         timer = self._timer
-        if timer is None or home.due + RING_SLACK < self._timer_when:
+        if timer is None or home.due + self._slack < self._timer_when:
             loop = self._loop
             assert loop is not None
             self._set_timer(loop)
@@ -150,7 +170,7 @@ class Dispatcher:
         first = self._queue.first_due()
         if first is None:
             return
-        ring = first + RING_SLACK
+        ring = first + self._slack
         timer = self._timer
         if timer is not None:
             if self._timer_when <= ring:
@@ -161,6 +181,14 @@ class Dispatcher:
 
     def _ring(self) -> None:
         self._timer = None
+        loop = self._loop
+        assert loop is not None
+        now = loop.time()
+        elapsed = now - self._counted_since
+        if elapsed >= RATE_WINDOW:
+            self._slack = ring_slack(self._taken / elapsed)
+            self._taken = 0
+            self._counted_since = now
         self._pump()
 
     def _stop_dispatching(self) -> None:
