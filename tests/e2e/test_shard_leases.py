@@ -167,11 +167,17 @@ async def holders(client: AsyncClient, namespace: str) -> dict[int, str | None]:
 
 
 async def settled(
-    client: AsyncClient, namespace: str, fleet: dict[str, Replica], shards: int = SHARDS
+    client: AsyncClient,
+    namespace: str,
+    fleet: dict[str, Replica],
+    shards: int = SHARDS,
+    *,
+    history: LeaseHistory | None = None,
 ) -> dict[int, str]:
     """Wait until the Leases are at rest over the fleet's members (every shard held by
     one, and `assign` from these holders moves none), and each replica's open gates are
-    exactly the shards the Leases give it; returns the holders."""
+    exactly the shards the Leases give it; returns the holders. With a `history`, also
+    until its watch has delivered every change up to that rest."""
 
     async def probe() -> dict[int, str] | None:
         found = await holders(client, namespace)
@@ -183,7 +189,10 @@ async def settled(
                 return None
         return want
 
-    return await eventually(probe, PATIENCE, f"the shards at rest over {sorted(fleet)}")
+    found = await eventually(probe, PATIENCE, f"the shards at rest over {sorted(fleet)}")
+    if history is not None:
+        await history.caught_up()
+    return found
 
 
 @dataclass
@@ -191,6 +200,7 @@ class Seen:
     holder: str | None
     renewed: datetime | None
     acquired: datetime | None
+    version: int
 
 
 class LeaseHistory:
@@ -235,8 +245,32 @@ class LeaseHistory:
                 continue
             spec = lease.spec or LeaseSpec()
             self.by_shard.setdefault(int(labels[SHARD_LABEL]), []).append(
-                Seen(spec.holderIdentity, spec.renewTime, spec.acquireTime)
+                Seen(
+                    spec.holderIdentity,
+                    spec.renewTime,
+                    spec.acquireTime,
+                    int(meta.resourceVersion or 0),
+                )
             )
+
+    async def caught_up(self) -> None:
+        """Wait until the watch has delivered each shard Lease's state as a list shows it
+        now (or a later one): the list and the watch are two reads, and on a loaded
+        machine the watch's events can come after the list that already shows them."""
+        listed: dict[int, int] = {}
+        async for lease in self._client.list(
+            Lease, namespace=self._namespace, labels={GROUP_LABEL: GROUP, ROLE_LABEL: "shard"}
+        ):
+            meta = lease.metadata or ObjectMeta()
+            listed[int((meta.labels or {})[SHARD_LABEL])] = int(meta.resourceVersion or 0)
+
+        async def delivered() -> bool:
+            return all(
+                bool(self.by_shard.get(shard)) and self.by_shard[shard][-1].version >= version
+                for shard, version in listed.items()
+            )
+
+        await eventually(delivered, PATIENCE, "the Lease history up to the API server's list")
 
     def holders(self, shard: int) -> list[str | None]:
         """The shard's holders in order, repeats collapsed."""
@@ -263,7 +297,7 @@ async def test_three_replicas_cover_every_shard_once_and_a_fourth_takes_its_shar
         LeaseHistory(kube_client, namespace) as history,
         replicas(kube_client, namespace, "replica-a", "replica-b", "replica-c") as fleet,
     ):
-        before = await settled(kube_client, namespace, fleet)
+        before = await settled(kube_client, namespace, fleet, history=history)
         held = [r.writable() for r in fleet.values()]
         assert set().union(*held) == set(range(SHARDS))
         assert sum(len(h) for h in held) == SHARDS  # no shard open in two replicas
@@ -276,7 +310,7 @@ async def test_three_replicas_cover_every_shard_once_and_a_fourth_takes_its_shar
         handed_before = handed_over(fleet)
         seen = {s: len(history.by_shard.get(s, [])) for s in range(SHARDS)}
         d = join(fleet, kube_client, namespace, JOINING)
-        after = await settled(kube_client, namespace, fleet)
+        after = await settled(kube_client, namespace, fleet, history=history)
         moved = {s for s in range(SHARDS) if before[s] != after[s]}
         taken = {s for s, m in after.items() if m == JOINING}
         # its share, and only the shards it took moved
@@ -314,7 +348,7 @@ async def test_a_replica_stopped_releases_its_shards_and_the_others_take_them_at
         LeaseHistory(kube_client, namespace) as history,
         replicas(kube_client, namespace, "replica-a", "replica-b", "replica-c") as fleet,
     ):
-        before = await settled(kube_client, namespace, fleet)
+        before = await settled(kube_client, namespace, fleet, history=history)
         seen = {s: len(history.by_shard.get(s, [])) for s in range(SHARDS)}
         leaving = fleet.pop(LEAVING)
         told = len(leaving.lost)
@@ -330,7 +364,7 @@ async def test_a_replica_stopped_releases_its_shards_and_the_others_take_them_at
         )
         assert member.spec is not None and member.spec.holderIdentity is None
 
-        after = await settled(kube_client, namespace, fleet)
+        after = await settled(kube_client, namespace, fleet, history=history)
         assert {s for s in range(SHARDS) if before[s] != after[s]} == mine, (before, after)
         for shard in mine:
             # released (no holder) before another took it: not taken by expiry
@@ -348,12 +382,12 @@ async def test_the_shards_of_a_replica_that_stops_without_releasing_are_taken_af
         LeaseHistory(kube_client, namespace) as history,
         replicas(kube_client, namespace, "replica-a", "replica-b", "replica-c") as fleet,
     ):
-        before = await settled(kube_client, namespace, fleet)
+        before = await settled(kube_client, namespace, fleet, history=history)
         seen = {s: len(history.by_shard.get(s, [])) for s in range(SHARDS)}
         gone = fleet.pop(LEAVING)
         gone.shard_set.abandon()
         mine = {s for s, m in before.items() if m == LEAVING}
-        after = await settled(kube_client, namespace, fleet)
+        after = await settled(kube_client, namespace, fleet, history=history)
         assert {s for s in range(SHARDS) if before[s] != after[s]} == mine, (before, after)
         for shard in mine:
             takeovers = history.direct_takeovers(shard)
@@ -848,6 +882,7 @@ async def test_a_live_member_that_leaves_its_shards_free_loses_them_only_after_i
             return mine if mine == own and a.writable() == own else None
 
         own = await eventually(at_rest, PATIENCE, "replica-a holding its own shards")
+        await history.caught_up()
         ghosts = set(range(SHARDS)) - own
         assert ghosts, own  # the member is preferred for some shards
         seen = {s: len(history.by_shard.get(s, [])) for s in range(SHARDS)}
@@ -874,6 +909,7 @@ async def test_a_live_member_that_leaves_its_shards_free_loses_them_only_after_i
 
         await eventually(fallen_back, PATIENCE, "every shard held by replica-a")
         await turns_of_a(2)  # and so it stays, each fallback holding annotated
+        await history.caught_up()
         states = await shard_states(kube_client, namespace)
         assert {s for s, (h, _) in states.items() if h == "replica-a"} == set(range(SHARDS))
         assert {s for s, (_, marked) in states.items() if marked} == ghosts, states
@@ -900,6 +936,7 @@ async def test_a_live_member_that_leaves_its_shards_free_loses_them_only_after_i
             return mine == set(range(SHARDS))
 
         await eventually(unmarked, PATIENCE, "no fallback annotation left")
+        await history.caught_up()
         everything = set(range(SHARDS))
         assert kept_their_holders(
             history, dict.fromkeys(everything, "replica-a"), taken, everything
