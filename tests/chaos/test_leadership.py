@@ -110,7 +110,14 @@ async def test_sigterm_releases_the_lease_at_once_and_leaves_every_map_whole(
         assert await leader.wait_exit() == 0
         figure("SIGTERM to exit (s)", time.monotonic() - stopping)
     assert await fleet.lease_holder() in (None, ""), "the Lease must be released on SIGTERM"
-    assert await half_written_maps(fleet) == []
+    half = await half_written_maps(fleet)
+    assert half == [], (
+        f"half-written {half}; the leader's last lines on them, then its last lines:\n"
+        + "\n".join(
+            [line for line in leader.log.splitlines() if any(name in line for name in half)][-8:]
+            + leader.log.splitlines()[-12:]
+        )
+    )
 
     resumed = time.monotonic()
     standby.process.send_signal(signal.SIGCONT)

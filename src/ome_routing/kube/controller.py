@@ -520,6 +520,14 @@ class Controller:
 async def _finish_when_cancelled(work: Coroutine[Any, Any, str], grace: float) -> str:
     """Run `work`; when cancelled, let it finish (for at most `grace` s), then stop.
 
+    A worker is cancelled more than once as it stops: through the `gather` that runs the
+    workers, and again by the stopping reconciler's own `finally` (the controller's or the
+    publisher's), which runs as soon as one idle worker (or the resync) has ended and so
+    ended that `gather`. A later cancellation does not cut
+    the grace short (`asyncio.wait_for` would pass it on to `work`): a reconcile between
+    its spec write and its status write must reach the status, or the map is left with
+    conditions of the spec before.
+
     The task is let go of on the way out: a failed task keeps its error, whose traceback
     holds this frame, and this frame holding the task would make a cycle that only a full
     collection frees (the task lived through the reconcile's requests, so the collector
@@ -529,11 +537,26 @@ async def _finish_when_cancelled(work: Coroutine[Any, Any, str], grace: float) -
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            await asyncio.wait_for(task, grace)
+        await _outlast(task, grace)
         raise
     finally:
         del task
+
+
+async def _outlast(task: asyncio.Future[Any], grace: float) -> None:
+    """Wait for `task` for at most `grace` s, through any cancellation; then cancel it.
+    Its outcome is read (and dropped): the worker stopping reports nothing of it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    while not task.done() and (left := deadline - loop.time()) > 0:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((task,), timeout=left)
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((task,))
+    if task.done() and not task.cancelled():
+        task.exception()
 
 
 def _api_message(err: BaseException) -> str:
