@@ -70,6 +70,12 @@ BENCHES = [
         "| SIGKILL one of 3 | value |",
         NGINX,
     ),
+    Bench(
+        "sharding/share.py",
+        "--services 6 --shards 8 --period 2s --steady-seconds 1 --quiet-seconds 1 --lease 8s,6s,1s",
+        "| process | homes | polls/s |",
+        NGINX,
+    ),
     Bench("list_pages/run.py", "--services 5 --pages 3,2 --rounds 1", "| page | cached |"),
     Bench(
         "lease_requests/run.py",
@@ -99,7 +105,9 @@ BENCHES = [
 ]
 
 
-@pytest.mark.parametrize("bench", BENCHES, ids=[b.script.split("/")[0] for b in BENCHES])
+@pytest.mark.parametrize(
+    "bench", BENCHES, ids=[b.script.removesuffix(".py").removesuffix("/run") for b in BENCHES]
+)
 def test_the_bench_exits_0_at_a_tiny_size_and_prints_its_figures_header(bench: Bench) -> None:
     if bench.root and os.geteuid() != 0:
         pytest.skip(f"bench/{bench.script}: {bench.root}")
