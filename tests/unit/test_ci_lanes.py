@@ -251,7 +251,7 @@ def test_the_bench_steps_run_every_bench_once_and_only_the_gateways_one_waits_fo
 ) -> None:
     """The two bench steps' `-k` split tests/bench, as pytest collects it, in two: the
     benches that run the gateways (`Bench.gateways`) in the one that needs their build."""
-    from tests.bench.test_benches_smoke import BENCHES
+    from tests.bench.test_benches_smoke import BENCHES, bench_id
 
     steps = {s.name: s for s in lanes.plan()["pure"] if s.name.startswith("bench")}
     assert sorted(steps) == ["bench", "bench-gateway"]
@@ -268,8 +268,8 @@ def test_the_bench_steps_run_every_bench_once_and_only_the_gateways_one_waits_fo
             for line in result.stdout.splitlines()
             if line.startswith("tests/bench/") and "[" in line
         }
-    every = {b.script.split("/")[0] for b in BENCHES}
-    gateways = {b.script.split("/")[0] for b in BENCHES if b.gateways}
+    every = {bench_id(b) for b in BENCHES}
+    gateways = {bench_id(b) for b in BENCHES if b.gateways}
     assert gateways and collected["bench-gateway"] == gateways
     assert collected["bench"] == every - gateways
     assert "tools-gateways" in steps["bench-gateway"].needs
