@@ -80,6 +80,21 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def write_values(workdir: Path, routing: dict[str, Any]) -> None:
+    """`workdir/values.yaml`, the values file every controller of a run reads: a
+    multi-cluster control plane with the `routing` block given."""
+    values = {
+        "ome": {
+            "multicluster": {
+                "enabled": True,
+                "role": "control-plane",
+                "config": {"routing": routing},
+            }
+        }
+    }
+    (workdir / "values.yaml").write_text(yaml.safe_dump(values))
+
+
 class ChangingReporter:
     """In-process reporter for the latency homes: records when a changed count is first polled."""
 
@@ -500,16 +515,7 @@ async def main_async(
     routing: dict[str, Any] = {"enabled": True, "capacity": CHART_POLL}
     if args.max_concurrent_requests is not None:
         routing["observer"] = {"maxConcurrentRequests": args.max_concurrent_requests}
-    values = {
-        "ome": {
-            "multicluster": {
-                "enabled": True,
-                "role": "control-plane",
-                "config": {"routing": routing},
-            }
-        }
-    }
-    (workdir / "values.yaml").write_text(yaml.safe_dump(values))
+    write_values(workdir, routing)
     metrics_port = free_port()
     metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     traced = args.heap_top > 0

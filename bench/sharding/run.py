@@ -62,7 +62,6 @@ from typing import Any
 
 import aiohttp
 import httpx2
-import yaml
 from lightkube import AsyncClient, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
@@ -79,6 +78,7 @@ from controller_scale.run import (
     rss_bytes,
     status_field,
     wait_for_rest,
+    write_values,
 )
 from leases import ShardWatch, lease_writes
 from maps import Ceilings, ChangeTrials
@@ -580,29 +580,30 @@ async def run_set(
     return replicas, figures
 
 
-async def main_async(
-    args: argparse.Namespace, plane: LocalControlPlane, endpoint: str, workdir: Path
-) -> dict[str, Any]:
-    client = AsyncClient(
+def bench_client(plane: LocalControlPlane) -> AsyncClient:
+    """The bench's own client of the local control plane (its writes' field manager `bench`)."""
+    return AsyncClient(
         KubeConfig.from_file(plane.kubeconfig),
         trust_env=False,
         field_manager="bench",
         timeout=httpx2.Timeout(120.0),
     )
+
+
+def write_chart_values(workdir: Path, args: argparse.Namespace) -> None:
+    """The values file of the run's controllers: routing on, the chart poll of `--period`
+    and `--quorum`."""
+    routing = {"enabled": True, "capacity": chart_poll(parse_duration(args.period), args.quorum)}
+    write_values(workdir, routing)
+
+
+async def main_async(
+    args: argparse.Namespace, plane: LocalControlPlane, endpoint: str, workdir: Path
+) -> dict[str, Any]:
+    client = bench_client(plane)
     reporter = ChangingReporter()
     await reporter.start()
-    period = parse_duration(args.period)
-    routing = {"enabled": True, "capacity": chart_poll(period, args.quorum)}
-    values = {
-        "ome": {
-            "multicluster": {
-                "enabled": True,
-                "role": "control-plane",
-                "config": {"routing": routing},
-            }
-        }
-    }
-    (workdir / "values.yaml").write_text(yaml.safe_dump(values))
+    write_chart_values(workdir, args)
     figures: dict[str, Any] = {
         "services": args.services,
         "homes_per_service": args.homes,

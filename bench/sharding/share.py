@@ -41,14 +41,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx2
-import yaml
-from lightkube import AsyncClient, KubeConfig
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as sharding  # this folder's run.py, after the path
 
-from ome_routing.core.durations import parse_duration
 from ome_routing.kube.resources import InferenceService
 from ome_routing_dev.devcluster import LocalControlPlane, ensure_tools
 
@@ -64,28 +59,10 @@ def kept(load: sharding.Load, replicas: int, homes: int) -> sharding.Load:
 async def main_async(
     args: argparse.Namespace, plane: LocalControlPlane, endpoint: str, workdir: Path
 ) -> dict[str, Any]:
-    client = AsyncClient(
-        KubeConfig.from_file(plane.kubeconfig),
-        trust_env=False,
-        field_manager="bench",
-        timeout=httpx2.Timeout(120.0),
-    )
+    client = sharding.bench_client(plane)
     reporter = sharding.ChangingReporter()
     await reporter.start()
-    routing = {
-        "enabled": True,
-        "capacity": sharding.chart_poll(parse_duration(args.period), args.quorum),
-    }
-    values = {
-        "ome": {
-            "multicluster": {
-                "enabled": True,
-                "role": "control-plane",
-                "config": {"routing": routing},
-            }
-        }
-    }
-    (workdir / "values.yaml").write_text(yaml.safe_dump(values))
+    sharding.write_chart_values(workdir, args)
     figures: dict[str, Any] = {
         "services": args.services,
         "homes_per_service": args.homes,
